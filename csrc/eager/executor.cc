@@ -1,0 +1,129 @@
+#include "eager/executor.h"
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <unordered_map>
+
+namespace tpu::eager {
+
+namespace {
+std::unique_ptr<rt::Client> g_client;
+std::atomic<int> g_mode{static_cast<int>(Mode::kStrict)};
+
+struct ExecutableCache {
+  std::mutex mu;
+  std::unordered_map<ir::Hash128, rt::ExecutablePtr, ir::Hash128Hasher> map;
+};
+ExecutableCache& Cache() {
+  static ExecutableCache c;
+  return c;
+}
+
+// Last output of each device, so Synchronize can wait for everything before it: PJRT runs
+// programs on one device in issue order.
+struct LastOutputs {
+  std::mutex mu;
+  std::unordered_map<int, std::weak_ptr<rt::Buffer>> last;
+};
+LastOutputs& Last() {
+  static LastOutputs l;
+  return l;
+}
+
+struct ScalarKey {
+  uint64_t bits;
+  int dtype;
+  int device;
+  bool operator==(const ScalarKey& o) const {
+    return bits == o.bits && dtype == o.dtype && device == o.device;
+  }
+};
+struct ScalarKeyHash {
+  size_t operator()(const ScalarKey& k) const {
+    return std::hash<uint64_t>()(k.bits) ^ (static_cast<size_t>(k.dtype) << 48) ^ (k.device * 7919);
+  }
+};
+}  // namespace
+
+Metrics& GetMetrics() {
+  static Metrics m;
+  return m;
+}
+Mode GetMode() { return static_cast<Mode>(g_mode.load()); }
+void SetMode(Mode m) { g_mode.store(static_cast<int>(m)); }
+
+void Init(const rt::ClientOptions& options) {
+  if (!g_client) g_client = std::make_unique<rt::Client>(options);
+}
+bool Initialized() { return g_client != nullptr; }
+rt::Client& Client() {
+  if (!g_client) throw rt::Error(9, "torchtpu runtime is not initialized");
+  return *g_client;
+}
+
+std::vector<rt::BufferPtr> Run(const ir::Graph& g, const std::vector<rt::BufferPtr>& inputs,
+                               int device) {
+  ir::Hash128 key = ir::StructuralHash(g);
+  rt::ExecutablePtr exe;
+  {
+    std::lock_guard<std::mutex> lock(Cache().mu);
+    auto it = Cache().map.find(key);
+    if (it != Cache().map.end()) exe = it->second;
+  }
+  Metrics& m = GetMetrics();
+  if (exe) {
+    m.cache_hits++;
+  } else {
+    std::vector<rt::ShapedType> outs;
+    for (ir::Value r : g.results) outs.push_back({g.type(r).dtype, g.type(r).dims});
+    auto start = std::chrono::steady_clock::now();
+    exe = Client().Compile(ir::PrintModule(g), std::move(outs));
+    m.compile_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+    m.compiles++;
+    std::lock_guard<std::mutex> lock(Cache().mu);
+    Cache().map.emplace(key, exe);
+  }
+  std::vector<PJRT_Buffer*> raw;
+  raw.reserve(inputs.size());
+  for (const auto& b : inputs) raw.push_back(b->raw());
+  std::vector<rt::BufferPtr> outs = Client().Execute(*exe, raw, device);
+  m.executions++;
+  if (!outs.empty()) {
+    std::lock_guard<std::mutex> lock(Last().mu);
+    Last().last[device] = outs.back();
+  }
+  if (GetMode() == Mode::kDebug) {
+    for (const auto& b : outs) b->Await();
+  }
+  return outs;
+}
+
+rt::BufferPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
+  static std::mutex mu;
+  static std::unordered_map<ScalarKey, rt::BufferPtr, ScalarKeyHash> cache;
+  ScalarKey key{0, static_cast<int>(t), device};
+  std::memcpy(&key.bits, bits, rt::ItemSize(t));
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  if (cache.size() > 4096) cache.clear();  // bounded: scalars seen once are not worth keeping
+  rt::BufferPtr b = Client().FromHost(bits, t, {}, device);
+  cache.emplace(key, b);
+  return b;
+}
+
+void Synchronize(int device) {
+  rt::BufferPtr last;
+  {
+    std::lock_guard<std::mutex> lock(Last().mu);
+    auto it = Last().last.find(device);
+    if (it != Last().last.end()) last = it->second.lock();
+  }
+  if (last) last->Await();
+}
+
+}  // namespace tpu::eager

@@ -1,0 +1,45 @@
+// Runs graphs: structural-hash cache lookup, compile on a miss, execute on a device.
+// Modes decide only when we wait: debug waits for every op, strict lets PJRT run ahead.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "runtime/client.h"
+
+namespace tpu::eager {
+
+enum class Mode { kDebug, kStrict };
+
+struct Metrics {
+  std::atomic<int64_t> compiles{0};
+  std::atomic<int64_t> executions{0};
+  std::atomic<int64_t> cache_hits{0};
+  std::atomic<int64_t> cpu_fallbacks{0};
+  std::atomic<int64_t> compile_ns{0};
+};
+
+Metrics& GetMetrics();
+Mode GetMode();
+void SetMode(Mode m);
+
+// The process-wide client; Init must run once before any other call.
+void Init(const rt::ClientOptions& options);
+bool Initialized();
+rt::Client& Client();
+
+// Compiles (or finds in the cache) and runs `g` on `device`. `inputs` match g.params.
+std::vector<rt::BufferPtr> Run(const ir::Graph& g, const std::vector<rt::BufferPtr>& inputs,
+                               int device);
+
+// A 0-d buffer holding `bits` (a host value of dtype t), cached by value: scalars enter
+// programs as parameters, so a new value never means a new compile.
+rt::BufferPtr ScalarBuffer(const void* bits, rt::DType t, int device);
+
+// Waits for all work issued so far on `device` to finish.
+void Synchronize(int device);
+
+}  // namespace tpu::eager

@@ -1,0 +1,258 @@
+#include "ir/builder.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+namespace tpu::ir {
+
+namespace {
+std::string Join(const Dims& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s;
+}
+
+// Bit pattern of a non-finite float in the given float type, as MLIR hex.
+std::string NonFiniteHex(double v, DType t) {
+  bool neg = std::signbit(v);
+  const char* s = nullptr;
+  if (std::isnan(v)) {
+    switch (t) {
+      case DType::kF16: return "0x7E00";
+      case DType::kBF16: return "0x7FC0";
+      case DType::kF64: return "0x7FF8000000000000";
+      default: return "0x7FC00000";
+    }
+  }
+  switch (t) {
+    case DType::kF16: s = neg ? "0xFC00" : "0x7C00"; break;
+    case DType::kBF16: s = neg ? "0xFF80" : "0x7F80"; break;
+    case DType::kF64: s = neg ? "0xFFF0000000000000" : "0x7FF0000000000000"; break;
+    default: s = neg ? "0xFF800000" : "0x7F800000"; break;
+  }
+  return s;
+}
+}  // namespace
+
+std::string I64Array(const Dims& v) { return v.empty() ? "array<i64>" : "array<i64: " + Join(v) + ">"; }
+
+std::string BoolArray(const std::vector<bool>& v) {
+  if (v.empty()) return "array<i1>";
+  std::string s = "array<i1: ";
+  for (size_t i = 0; i < v.size(); ++i) s += std::string(i ? ", " : "") + (v[i] ? "true" : "false");
+  return s + ">";
+}
+
+std::string DenseI64(const std::vector<Dims>& rows) {
+  std::string s = "dense<[";
+  for (size_t i = 0; i < rows.size(); ++i) s += (i ? ", [" : "[") + Join(rows[i]) + "]";
+  size_t cols = rows.empty() ? 0 : rows[0].size();
+  return s + "]> : tensor<" + std::to_string(rows.size()) + "x" + std::to_string(cols) + "xi64>";
+}
+
+std::string ScalarLiteral(double v, DType t) {
+  if (t == DType::kPred) return v != 0 ? "true" : "false";
+  if (rt::IsFloat(t)) {
+    if (!std::isfinite(v)) return NonFiniteHex(v, t);
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.17e", v);
+    return buf;
+  }
+  return std::to_string(static_cast<int64_t>(v));
+}
+
+Type TypeOf(const Graph& g, Value v) { return g.type(v); }
+Type WithDType(Type t, DType d) {
+  t.dtype = d;
+  return t;
+}
+Type WithDims(Type t, Dims d) {
+  t.dims = std::move(d);
+  return t;
+}
+
+Value Constant(Graph& g, double v, DType t, const Dims& dims) {
+  Type scalar{t, {}};
+  Value c = g.Op1("stablehlo.constant", {}, scalar,
+                  "value = dense<" + ScalarLiteral(v, t) + "> : " + scalar.str());
+  return dims.empty() ? c : BroadcastInDim(g, c, dims, {});
+}
+
+Value Unary(Graph& g, const std::string& op, Value x) { return g.Op1(op, {x}, g.type(x)); }
+
+Value Binary(Graph& g, const std::string& op, Value a, Value b) {
+  return g.Op1(op, {a, b}, g.type(a));
+}
+
+Value Compare(Graph& g, Value a, Value b, const std::string& direction) {
+  DType dt = g.type(a).dtype;
+  std::string kind = rt::IsFloat(dt) ? "FLOAT" : (rt::IsSigned(dt) ? "SIGNED" : "UNSIGNED");
+  return g.Op1("stablehlo.compare", {a, b}, WithDType(g.type(a), DType::kPred),
+               "comparison_direction = #stablehlo<comparison_direction " + direction +
+                   ">, compare_type = #stablehlo<comparison_type " + kind + ">");
+}
+
+Value Select(Graph& g, Value pred, Value a, Value b) {
+  return g.Op1("stablehlo.select", {pred, a, b}, g.type(a));
+}
+
+Value Convert(Graph& g, Value x, DType t) {
+  const Type& in = g.type(x);
+  if (in.dtype == t) return x;
+  if (t == DType::kPred) return Compare(g, x, Constant(g, 0, in.dtype, in.dims), "NE");
+  return g.Op1("stablehlo.convert", {x}, WithDType(in, t));
+}
+
+Value BitcastConvert(Graph& g, Value x, Type t) {
+  return g.Op1("stablehlo.bitcast_convert", {x}, std::move(t));
+}
+
+Value BroadcastInDim(Graph& g, Value x, const Dims& out, const Dims& mapping) {
+  if (g.type(x).dims == out && mapping.size() == out.size()) {
+    bool identity = true;
+    for (size_t i = 0; i < mapping.size(); ++i) identity &= mapping[i] == static_cast<int64_t>(i);
+    if (identity) return x;
+  }
+  return g.Op1("stablehlo.broadcast_in_dim", {x}, WithDims(g.type(x), out),
+               "broadcast_dimensions = " + I64Array(mapping));
+}
+
+Value BroadcastTo(Graph& g, Value x, const Dims& out) {
+  const Dims& in = g.type(x).dims;
+  if (in == out) return x;
+  if (in.size() > out.size()) throw std::invalid_argument("BroadcastTo: rank too large");
+  // Size-1 dims that must grow are dropped first, then re-expanded by broadcast_in_dim.
+  size_t off = out.size() - in.size();
+  Dims kept, mapping;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == out[off + i]) {
+      kept.push_back(in[i]);
+      mapping.push_back(static_cast<int64_t>(off + i));
+    } else if (in[i] != 1) {
+      throw std::invalid_argument("BroadcastTo: incompatible shapes");
+    }
+  }
+  if (kept.size() != in.size()) x = Reshape(g, x, kept);
+  return BroadcastInDim(g, x, out, mapping);
+}
+
+Value Reshape(Graph& g, Value x, const Dims& dims) {
+  if (g.type(x).dims == dims) return x;
+  return g.Op1("stablehlo.reshape", {x}, WithDims(g.type(x), dims));
+}
+
+Value Transpose(Graph& g, Value x, const Dims& perm) {
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i) identity &= perm[i] == static_cast<int64_t>(i);
+  if (identity) return x;
+  const Dims& in = g.type(x).dims;
+  Dims out(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) out[i] = in[perm[i]];
+  return g.Op1("stablehlo.transpose", {x}, WithDims(g.type(x), out),
+               "permutation = " + I64Array(perm));
+}
+
+Value Slice(Graph& g, Value x, const Dims& start, const Dims& limit, const Dims& strides_in) {
+  Dims strides = strides_in.empty() ? Dims(start.size(), 1) : strides_in;
+  const Dims& in = g.type(x).dims;
+  Dims out(start.size());
+  bool identity = true;
+  for (size_t i = 0; i < start.size(); ++i) {
+    out[i] = std::max<int64_t>(0, (limit[i] - start[i] + strides[i] - 1) / strides[i]);
+    identity &= start[i] == 0 && limit[i] == in[i] && strides[i] == 1;
+  }
+  if (identity) return x;
+  return g.Op1("stablehlo.slice", {x}, WithDims(g.type(x), out),
+               "start_indices = " + I64Array(start) + ", limit_indices = " + I64Array(limit) +
+                   ", strides = " + I64Array(strides));
+}
+
+Value Pad(Graph& g, Value x, Value pad_value, const Dims& lo, const Dims& hi,
+          const Dims& interior_in) {
+  Dims interior = interior_in.empty() ? Dims(lo.size(), 0) : interior_in;
+  const Dims& in = g.type(x).dims;
+  Dims out(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    out[i] = lo[i] + hi[i] + in[i] + std::max<int64_t>(0, in[i] - 1) * interior[i];
+  }
+  return g.Op1("stablehlo.pad", {x, pad_value}, WithDims(g.type(x), out),
+               "edge_padding_low = " + I64Array(lo) + ", edge_padding_high = " + I64Array(hi) +
+                   ", interior_padding = " + I64Array(interior));
+}
+
+Value Concat(Graph& g, const std::vector<Value>& xs, int64_t dim) {
+  if (xs.size() == 1) return xs[0];
+  Type t = g.type(xs[0]);
+  t.dims[dim] = 0;
+  for (Value v : xs) t.dims[dim] += g.type(v).dims[dim];
+  return g.Op1("stablehlo.concatenate", xs, t, "dimension = " + std::to_string(dim) + " : i64");
+}
+
+Value Iota(Graph& g, Type t, int64_t dim) {
+  return g.Op1("stablehlo.iota", {}, std::move(t),
+               "iota_dimension = " + std::to_string(dim) + " : i64");
+}
+
+Value Reverse(Graph& g, Value x, const Dims& dims) {
+  if (dims.empty()) return x;
+  return g.Op1("stablehlo.reverse", {x}, g.type(x), "dimensions = " + I64Array(dims));
+}
+
+Value Clamp(Graph& g, Value lo, Value x, Value hi) {
+  return g.Op1("stablehlo.clamp", {lo, x, hi}, g.type(x));
+}
+
+std::shared_ptr<Graph> ScalarRegion(DType t, const std::string& op) {
+  auto r = std::make_shared<Graph>();
+  Value a = r->Param(Type{t, {}});
+  Value b = r->Param(Type{t, {}});
+  r->results = {r->Op1(op, {a, b}, Type{t, {}})};
+  return r;
+}
+
+Value Reduce(Graph& g, Value x, Value init, const Dims& dims, const std::string& op) {
+  const Type& in = g.type(x);
+  Dims out;
+  for (int64_t i = 0; i < in.rank(); ++i) {
+    bool reduced = false;
+    for (int64_t d : dims) reduced |= d == i;
+    if (!reduced) out.push_back(in.dims[i]);
+  }
+  return g.Op1("stablehlo.reduce", {x, init}, Type{in.dtype, out}, "dimensions = " + I64Array(dims),
+               {ScalarRegion(in.dtype, op)});
+}
+
+Value DotGeneral(Graph& g, Value a, Value b, const Dims& lhs_batch, const Dims& rhs_batch,
+                 const Dims& lhs_contract, const Dims& rhs_contract, Type out) {
+  auto list = [](const Dims& d) {
+    std::string s = "[";
+    for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+    return s + "]";
+  };
+  return g.Op1("stablehlo.dot_general", {a, b}, std::move(out),
+               "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = " + list(lhs_batch) +
+                   ", rhs_batching_dimensions = " + list(rhs_batch) +
+                   ", lhs_contracting_dimensions = " + list(lhs_contract) +
+                   ", rhs_contracting_dimensions = " + list(rhs_contract) + ">");
+}
+
+Value DynamicUpdateSlice(Graph& g, Value base, Value update, const std::vector<Value>& starts) {
+  std::vector<Value> operands{base, update};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  return g.Op1("stablehlo.dynamic_update_slice", operands, g.type(base));
+}
+
+int64_t WrapDim(int64_t dim, int64_t rank) {
+  int64_t r = rank == 0 ? 1 : rank;
+  return dim < 0 ? dim + r : dim;
+}
+
+Dims ContiguousStrides(const Dims& dims) {
+  Dims s(dims.size(), 1);
+  for (int64_t i = static_cast<int64_t>(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * std::max<int64_t>(dims[i + 1], 1);
+  return s;
+}
+
+}  // namespace tpu::ir

@@ -1,0 +1,54 @@
+// Small helpers that append one StableHLO op each. Lowering rules are written with these.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace tpu::ir {
+
+using Dims = std::vector<int64_t>;
+
+std::string I64Array(const Dims& v);            // "array<i64: 1, 2>"
+std::string BoolArray(const std::vector<bool>& v);  // "array<i1: true, false>"
+std::string DenseI64(const std::vector<Dims>& rows);  // "dense<[[0, 1]]> : tensor<1x2xi64>"
+std::string ScalarLiteral(double v, DType t);   // MLIR literal for a splat constant
+
+Type TypeOf(const Graph& g, Value v);
+Type WithDType(Type t, DType d);
+Type WithDims(Type t, Dims d);
+
+Value Constant(Graph& g, double v, DType t, const Dims& dims = {});
+Value Unary(Graph& g, const std::string& op, Value x);
+Value Binary(Graph& g, const std::string& op, Value a, Value b);  // a, b of equal type
+// direction: EQ NE LT LE GT GE
+Value Compare(Graph& g, Value a, Value b, const std::string& direction);
+Value Select(Graph& g, Value pred, Value a, Value b);
+Value Convert(Graph& g, Value x, DType t);
+Value BitcastConvert(Graph& g, Value x, Type t);
+Value BroadcastInDim(Graph& g, Value x, const Dims& out, const Dims& mapping);
+// Numpy-style broadcast (trailing alignment) of x to `out` dims.
+Value BroadcastTo(Graph& g, Value x, const Dims& out);
+Value Reshape(Graph& g, Value x, const Dims& dims);
+Value Transpose(Graph& g, Value x, const Dims& perm);
+Value Slice(Graph& g, Value x, const Dims& start, const Dims& limit, const Dims& strides = {});
+Value Pad(Graph& g, Value x, Value pad_value, const Dims& lo, const Dims& hi,
+          const Dims& interior = {});
+Value Concat(Graph& g, const std::vector<Value>& xs, int64_t dim);
+Value Iota(Graph& g, Type t, int64_t dim);
+Value Reverse(Graph& g, Value x, const Dims& dims);
+Value Clamp(Graph& g, Value lo, Value x, Value hi);
+// A region computing `op` on two scalars of dtype t (reduction bodies).
+std::shared_ptr<Graph> ScalarRegion(DType t, const std::string& op);
+// Reduces x over dims with `op` ("stablehlo.add", ...), starting from init (a 0-d value).
+Value Reduce(Graph& g, Value x, Value init, const Dims& dims, const std::string& op);
+Value DotGeneral(Graph& g, Value a, Value b, const Dims& lhs_batch, const Dims& rhs_batch,
+                 const Dims& lhs_contract, const Dims& rhs_contract, Type out);
+Value DynamicUpdateSlice(Graph& g, Value base, Value update, const std::vector<Value>& starts);
+
+// Normalizes a possibly negative dim against rank.
+int64_t WrapDim(int64_t dim, int64_t rank);
+Dims ContiguousStrides(const Dims& dims);
+
+}  // namespace tpu::ir

@@ -1,0 +1,217 @@
+#include "ir/graph.h"
+
+#include <numeric>
+#include <unordered_map>
+
+namespace tpu::ir {
+
+int64_t Type::numel() const {
+  return std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<>());
+}
+
+std::string Type::str() const {
+  std::string s = "tensor<";
+  for (int64_t d : dims) s += std::to_string(d) + "x";
+  s += rt::MlirName(dtype);
+  return s + ">";
+}
+
+Value Graph::Param(Type t) {
+  types.push_back(std::move(t));
+  Value v = static_cast<Value>(types.size() - 1);
+  params.push_back(v);
+  return v;
+}
+
+std::vector<Value> Graph::Op(std::string op, std::vector<Value> operands,
+                             std::vector<Type> result_types, std::string attrs,
+                             std::vector<std::shared_ptr<Graph>> regions) {
+  Node n{std::move(op), std::move(operands), {}, std::move(attrs), std::move(regions)};
+  for (Type& t : result_types) {
+    types.push_back(std::move(t));
+    n.results.push_back(static_cast<Value>(types.size() - 1));
+  }
+  nodes.push_back(std::move(n));
+  return nodes.back().results;
+}
+
+Value Graph::Op1(std::string op, std::vector<Value> operands, Type result_type, std::string attrs,
+                 std::vector<std::shared_ptr<Graph>> regions) {
+  return Op(std::move(op), std::move(operands), {std::move(result_type)}, std::move(attrs),
+            std::move(regions))[0];
+}
+
+namespace {
+
+// FNV-1a style mixing into two independent 64-bit lanes.
+struct Hasher {
+  uint64_t a = 0xcbf29ce484222325ULL, b = 0x84222325cbf29ce4ULL;
+  void Mix(uint64_t x) {
+    a = (a ^ x) * 0x100000001b3ULL;
+    b = (b ^ (x + 0x9e3779b97f4a7c15ULL)) * 0x00000100000001b3ULL + 0x2545f4914f6cdd1dULL;
+  }
+  void Mix(const std::string& s) {
+    Mix(s.size());
+    for (unsigned char c : s) Mix(c);
+  }
+  void Mix(const Type& t) {
+    Mix(static_cast<uint64_t>(t.dtype));
+    Mix(t.dims.size());
+    for (int64_t d : t.dims) Mix(static_cast<uint64_t>(d));
+  }
+  void Mix(const Graph& g) {
+    Mix(g.params.size());
+    for (Value p : g.params) Mix(g.type(p));
+    Mix(g.nodes.size());
+    for (const Node& n : g.nodes) {
+      Mix(n.op);
+      Mix(n.attrs);
+      Mix(n.operands.size());
+      for (Value v : n.operands) Mix(static_cast<uint64_t>(v));
+      Mix(n.results.size());
+      for (Value v : n.results) Mix(g.type(v));
+      Mix(n.regions.size());
+      for (const auto& r : n.regions) Mix(*r);
+    }
+    for (Value v : g.results) Mix(static_cast<uint64_t>(v));
+  }
+};
+
+class Printer {
+ public:
+  std::string out;
+
+  void Function(const Graph& g) {
+    std::string prefix = Prefix();
+    out += "  func.func public @main(";
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      if (i) out += ", ";
+      out += Name(prefix, g, g.params[i]) + ": " + g.type(g.params[i]).str();
+    }
+    out += ") -> (";
+    for (size_t i = 0; i < g.results.size(); ++i) {
+      if (i) out += ", ";
+      out += g.type(g.results[i]).str();
+    }
+    out += ") {\n";
+    Body(prefix, g, "    ");
+    out += "    \"func.return\"(";
+    Return(prefix, g);
+    out += "  }\n";
+  }
+
+ private:
+  std::unordered_map<Value, std::string> names_;
+  std::vector<std::unordered_map<Value, std::string>> stack_;
+  int regions_ = 0;
+
+  std::string Prefix() { return regions_ == 0 ? "v" : "r" + std::to_string(regions_) + "_"; }
+
+  std::string Name(const std::string& prefix, const Graph&, Value v) {
+    auto& names = stack_.empty() ? names_ : stack_.back();
+    auto it = names.find(v);
+    if (it != names.end()) return it->second;
+    std::string n = "%" + prefix + std::to_string(v);
+    names[v] = n;
+    return n;
+  }
+
+  void Return(const std::string& prefix, const Graph& g) {
+    for (size_t i = 0; i < g.results.size(); ++i) {
+      if (i) out += ", ";
+      out += Name(prefix, g, g.results[i]);
+    }
+    out += ") : (";
+    for (size_t i = 0; i < g.results.size(); ++i) {
+      if (i) out += ", ";
+      out += g.type(g.results[i]).str();
+    }
+    out += ") -> ()\n";
+  }
+
+  void Body(const std::string& prefix, const Graph& g, const std::string& indent) {
+    for (const Node& n : g.nodes) {
+      out += indent;
+      if (n.results.size() == 1) {
+        out += Name(prefix, g, n.results[0]) + " = ";
+      } else if (n.results.size() > 1) {
+        std::string base = "%" + prefix + std::to_string(n.results[0]) + "m";
+        auto& names = stack_.empty() ? names_ : stack_.back();
+        for (size_t i = 0; i < n.results.size(); ++i) {
+          names[n.results[i]] = base + "#" + std::to_string(i);
+        }
+        out += base + ":" + std::to_string(n.results.size()) + " = ";
+      }
+      out += "\"" + n.op + "\"(";
+      for (size_t i = 0; i < n.operands.size(); ++i) {
+        if (i) out += ", ";
+        out += Name(prefix, g, n.operands[i]);
+      }
+      out += ")";
+      if (!n.regions.empty()) {
+        out += " (";
+        for (size_t r = 0; r < n.regions.size(); ++r) {
+          if (r) out += ", ";
+          Region(*n.regions[r], indent);
+        }
+        out += ")";
+      }
+      if (!n.attrs.empty()) out += " {" + n.attrs + "}";
+      out += " : (";
+      for (size_t i = 0; i < n.operands.size(); ++i) {
+        if (i) out += ", ";
+        out += g.type(n.operands[i]).str();
+      }
+      out += ") -> ";
+      if (n.results.size() == 1) {
+        out += g.type(n.results[0]).str();
+      } else {
+        out += "(";
+        for (size_t i = 0; i < n.results.size(); ++i) {
+          if (i) out += ", ";
+          out += g.type(n.results[i]).str();
+        }
+        out += ")";
+      }
+      out += "\n";
+    }
+  }
+
+  // A region is a nested graph: its params are block arguments, its results are returned.
+  void Region(const Graph& r, const std::string& indent) {
+    ++regions_;
+    stack_.emplace_back();
+    std::string prefix = Prefix();
+    out += "{\n" + indent + "^bb0(";
+    for (size_t i = 0; i < r.params.size(); ++i) {
+      if (i) out += ", ";
+      out += Name(prefix, r, r.params[i]) + ": " + r.type(r.params[i]).str();
+    }
+    out += "):\n";
+    Body(prefix, r, indent + "  ");
+    out += indent + "  \"stablehlo.return\"(";
+    Return(prefix, r);
+    out += indent + "}";
+    stack_.pop_back();
+  }
+};
+
+}  // namespace
+
+Hash128 StructuralHash(const Graph& g) {
+  Hasher h;
+  h.Mix(g);
+  return Hash128{h.a, h.b};
+}
+
+std::string PrintModule(const Graph& g) {
+  Printer p;
+  p.out =
+      "module @torchtpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} "
+      "{\n";
+  p.Function(g);
+  p.out += "}\n";
+  return p.out;
+}
+
+}  // namespace tpu::ir

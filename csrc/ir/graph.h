@@ -1,0 +1,69 @@
+// A typed SSA graph of StableHLO ops: what lowering rules build and the printer prints.
+// One node type for every op: a name, operands, result types, attributes already written in
+// MLIR syntax, and optional regions (bodies of reduce, sort, scatter, ...).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/dtype.h"
+
+namespace tpu::ir {
+
+using rt::DType;
+
+struct Type {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> dims;
+
+  int64_t rank() const { return static_cast<int64_t>(dims.size()); }
+  int64_t numel() const;
+  std::string str() const;  // "tensor<4x8xf32>"
+  bool operator==(const Type& o) const { return dtype == o.dtype && dims == o.dims; }
+};
+
+// A value is an index into its graph's value table.
+using Value = int32_t;
+
+struct Graph;
+
+struct Node {
+  std::string op;  // "stablehlo.add"
+  std::vector<Value> operands;
+  std::vector<Value> results;
+  std::string attrs;  // "dimensions = array<i64: 1>" (without braces)
+  std::vector<std::shared_ptr<Graph>> regions;
+};
+
+struct Graph {
+  std::vector<Type> types;      // type of each value
+  std::vector<Value> params;    // block arguments, in order
+  std::vector<Node> nodes;      // in program order
+  std::vector<Value> results;   // returned values
+
+  const Type& type(Value v) const { return types.at(v); }
+  Value Param(Type t);
+  // Appends an op; returns its results.
+  std::vector<Value> Op(std::string op, std::vector<Value> operands, std::vector<Type> result_types,
+                        std::string attrs = {}, std::vector<std::shared_ptr<Graph>> regions = {});
+  Value Op1(std::string op, std::vector<Value> operands, Type result_type, std::string attrs = {},
+            std::vector<std::shared_ptr<Graph>> regions = {});
+};
+
+struct Hash128 {
+  uint64_t lo = 0, hi = 0;
+  bool operator==(const Hash128& o) const { return lo == o.lo && hi == o.hi; }
+};
+struct Hash128Hasher {
+  size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.lo ^ (h.hi * 31)); }
+};
+
+// Structural hash of a whole graph (ops, attributes, types, wiring), computed without printing.
+Hash128 StructuralHash(const Graph& g);
+
+// The StableHLO module with @main(params) -> results, in MLIR's generic op syntax.
+std::string PrintModule(const Graph& g);
+
+}  // namespace tpu::ir

@@ -1,0 +1,69 @@
+#include "lowering/helpers.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace tpu::lowering {
+
+Value Cast(Ctx& c, Value x, DType t, const Dims& dims) {
+  return ir::BroadcastTo(c.g, ir::Convert(c.g, x, t), dims);
+}
+Value Cast(Ctx& c, Value x, DType t) { return ir::Convert(c.g, x, t); }
+
+Value InAsOut(Ctx& c, const std::string& name) {
+  return Cast(c, c.In(name), c.out[0].dtype, c.out[0].dims);
+}
+
+Value Splat(Ctx& c, double v, Value like) { return Splat(c, v, c.T(like)); }
+Value Splat(Ctx& c, double v, const Type& t) { return ir::Constant(c.g, v, t.dtype, t.dims); }
+
+Dims ReduceDims(Ctx& c, int64_t rank, const std::string& name) {
+  Dims dims = c.Ints(name);
+  if (dims.empty()) {
+    for (int64_t i = 0; i < rank; ++i) dims.push_back(i);
+    return dims;
+  }
+  for (int64_t& d : dims) d = ir::WrapDim(d, rank);
+  if (rank == 0) dims.clear();
+  std::sort(dims.begin(), dims.end());
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  return dims;
+}
+
+Value KeepDims(Ctx& c, Value reduced, const Dims& in_dims, const Dims& dims, bool keepdim) {
+  if (!keepdim) return reduced;
+  Dims shape = in_dims;
+  for (int64_t d : dims) shape[d] = 1;
+  return ir::Reshape(c.g, reduced, shape);
+}
+
+DType FloatFor(DType t) { return rt::IsFloat(t) ? t : DType::kF32; }
+
+double LowestOf(DType t) {
+  switch (t) {
+    case DType::kPred: return 0;
+    case DType::kS8: return -128;
+    case DType::kS16: return -32768;
+    case DType::kS32: return std::numeric_limits<int32_t>::min();
+    case DType::kS64: return static_cast<double>(std::numeric_limits<int64_t>::min());
+    case DType::kU8: case DType::kU16: case DType::kU32: case DType::kU64: return 0;
+    default: return -std::numeric_limits<double>::infinity();
+  }
+}
+
+double HighestOf(DType t) {
+  switch (t) {
+    case DType::kPred: return 1;
+    case DType::kS8: return 127;
+    case DType::kS16: return 32767;
+    case DType::kS32: return std::numeric_limits<int32_t>::max();
+    case DType::kS64: return 9223372036854775807.0;
+    case DType::kU8: return 255;
+    case DType::kU16: return 65535;
+    case DType::kU32: return 4294967295.0;
+    case DType::kU64: return 18446744073709551615.0;
+    default: return std::numeric_limits<double>::infinity();
+  }
+}
+
+}  // namespace tpu::lowering

@@ -1,0 +1,26 @@
+// Helpers shared by the rule families: operand preparation and elementwise templates.
+#pragma once
+
+#include "lowering/rule.h"
+
+namespace tpu::lowering {
+
+// x converted to dtype `t` and broadcast (numpy rules) to `dims`.
+Value Cast(Ctx& c, Value x, DType t, const Dims& dims);
+Value Cast(Ctx& c, Value x, DType t);
+// Named input converted/broadcast to the first output's type.
+Value InAsOut(Ctx& c, const std::string& name);
+// A scalar constant shaped like `like`.
+Value Splat(Ctx& c, double v, Value like);
+Value Splat(Ctx& c, double v, const Type& t);
+// Normalized reduction dims from the "dim" argument (all dims when absent or empty).
+Dims ReduceDims(Ctx& c, int64_t rank, const std::string& name = "dim");
+// Reshapes a reduced value back to keepdim form when keepdim is set.
+Value KeepDims(Ctx& c, Value reduced, const Dims& in_dims, const Dims& dims, bool keepdim);
+// The float type used to compute a transcendental function of an integer input.
+DType FloatFor(DType t);
+// Identity values of reductions.
+double LowestOf(DType t);
+double HighestOf(DType t);
+
+}  // namespace tpu::lowering

@@ -1,0 +1,21 @@
+// The table each rule family fills; registry.cc calls every Add*Rules once.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+
+#include "lowering/rule.h"
+
+namespace tpu::lowering {
+
+using RuleMap = std::unordered_map<std::string, Rule>;
+
+void AddElementwiseRules(RuleMap& m);
+void AddReduceRules(RuleMap& m);
+void AddShapeRules(RuleMap& m);
+void AddIndexRules(RuleMap& m);
+void AddLinalgRules(RuleMap& m);
+void AddNnRules(RuleMap& m);
+void AddFactoryRules(RuleMap& m);
+
+}  // namespace tpu::lowering

@@ -1,0 +1,262 @@
+#include "runtime/client.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <numeric>
+
+#include "runtime/pjrt_call.h"
+
+namespace tpu::rt {
+
+void ThrowIfError(const PJRT_Api* api, PJRT_Error* err, const char* what) {
+  if (err == nullptr) return;
+  Args<PJRT_Error_Message_Args> msg;
+  msg->error = err;
+  api->PJRT_Error_Message(msg.get());
+  std::string text(msg->message, msg->message_size);
+  Args<PJRT_Error_GetCode_Args> code;
+  code->error = err;
+  int c = 2;
+  if (api->PJRT_Error_GetCode(code.get()) == nullptr) c = static_cast<int>(code->code);
+  Args<PJRT_Error_Destroy_Args> destroy;
+  destroy->error = err;
+  api->PJRT_Error_Destroy(destroy.get());
+  throw Error(c, std::string(what) + ": " + text);
+}
+
+namespace {
+
+// Waits for and destroys an event, throwing its error.
+void AwaitEvent(const PJRT_Api* api, PJRT_Event* event, const char* what) {
+  if (event == nullptr) return;
+  Args<PJRT_Event_Await_Args> await;
+  await->event = event;
+  PJRT_Error* err = api->PJRT_Event_Await(await.get());
+  Args<PJRT_Event_Destroy_Args> destroy;
+  destroy->event = event;
+  api->PJRT_Event_Destroy(destroy.get());
+  ThrowIfError(api, err, what);
+}
+
+PJRT_Buffer_Type ToPjrt(DType t) { return static_cast<PJRT_Buffer_Type>(t); }
+
+// Single device, portable (runs on any device given at Execute): CompileOptionsProto with
+// executable_build_options {num_replicas: 1, num_partitions: 1}, compile_portable_executable.
+const char kPortableOptions[] = {0x1a, 0x04, 0x20, 0x01, 0x28, 0x01, 0x20, 0x01};
+
+}  // namespace
+
+Buffer::Buffer(Client* client, PJRT_Buffer* raw, DType dtype, std::vector<int64_t> dims,
+               int device)
+    : client_(client), raw_(raw), dtype_(dtype), dims_(std::move(dims)), device_(device) {
+  client_->Track(device_, nbytes());
+}
+
+Buffer::~Buffer() {
+  client_->Track(device_, -nbytes());
+  Args<PJRT_Buffer_Destroy_Args> args;
+  args->buffer = raw_;
+  PJRT_Error* err = client_->api()->PJRT_Buffer_Destroy(args.get());
+  if (err != nullptr) {
+    Args<PJRT_Error_Destroy_Args> destroy;
+    destroy->error = err;
+    client_->api()->PJRT_Error_Destroy(destroy.get());
+  }
+}
+
+int64_t Buffer::numel() const {
+  return std::accumulate(dims_.begin(), dims_.end(), int64_t{1}, std::multiplies<>());
+}
+
+void Buffer::Await() const {
+  Args<PJRT_Buffer_ReadyEvent_Args> args;
+  args->buffer = raw_;
+  TPU_PJRT(client_->api(), Buffer_ReadyEvent, args);
+  AwaitEvent(client_->api(), args->event, "PJRT_Event_Await");
+}
+
+void Buffer::ToHost(void* dst, size_t nbytes) const {
+  Args<PJRT_Buffer_ToHostBuffer_Args> args;
+  args->src = raw_;
+  args->dst = dst;
+  args->dst_size = nbytes;
+  TPU_PJRT(client_->api(), Buffer_ToHostBuffer, args);
+  AwaitEvent(client_->api(), args->event, "PJRT_Buffer_ToHostBuffer");
+}
+
+Executable::Executable(Client* client, PJRT_LoadedExecutable* raw,
+                       std::vector<ShapedType> outputs)
+    : client_(client), raw_(raw), outputs_(std::move(outputs)) {}
+
+Executable::~Executable() {
+  Args<PJRT_LoadedExecutable_Destroy_Args> args;
+  args->executable = raw_;
+  PJRT_Error* err = client_->api()->PJRT_LoadedExecutable_Destroy(args.get());
+  if (err != nullptr) {
+    Args<PJRT_Error_Destroy_Args> destroy;
+    destroy->error = err;
+    client_->api()->PJRT_Error_Destroy(destroy.get());
+  }
+}
+
+Client::Client(const ClientOptions& options) : plugin_path_(options.plugin_path) {
+  // RTLD_LOCAL keeps the plugin's LLVM away from everyone else's; never dlclose it.
+  void* handle = dlopen(options.plugin_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    throw Error(5, "cannot load PJRT plugin " + options.plugin_path + ": " + dlerror());
+  }
+  using GetApiFn = const PJRT_Api* (*)();
+  auto get_api = reinterpret_cast<GetApiFn>(dlsym(handle, "GetPjrtApi"));
+  if (get_api == nullptr) throw Error(5, options.plugin_path + " does not export GetPjrtApi");
+  api_ = get_api();
+  api_major_ = api_->pjrt_api_version.major_version;
+  api_minor_ = api_->pjrt_api_version.minor_version;
+  if (api_major_ != 0 || api_minor_ < 81) {
+    throw Error(9, "PJRT plugin " + options.plugin_path + " has API version " +
+                       std::to_string(api_major_) + "." + std::to_string(api_minor_) +
+                       "; torchtpu needs 0.81 or newer with major version 0");
+  }
+
+  Args<PJRT_Plugin_Initialize_Args> init;
+  TPU_PJRT(api_, Plugin_Initialize, init);
+
+  // Named values are indexed by the plugin with the header's stride: exact layout, no padding.
+  std::vector<PJRT_NamedValue> create;
+  static const char kCount[] = "cpu_device_count";
+  if (options.platform == "cpu") {
+    PJRT_NamedValue v{};
+    v.struct_size = PJRT_NamedValue_STRUCT_SIZE;
+    v.name = kCount;
+    v.name_size = sizeof(kCount) - 1;
+    v.type = PJRT_NamedValue_kInt64;
+    v.int64_value = options.cpu_device_count;
+    v.value_size = 1;
+    create.push_back(v);
+  }
+  Args<PJRT_Client_Create_Args> args;
+  args->create_options = create.data();
+  args->num_options = create.size();
+  TPU_PJRT(api_, Client_Create, args);
+  client_ = args->client;
+
+  Args<PJRT_Client_PlatformName_Args> name;
+  name->client = client_;
+  TPU_PJRT(api_, Client_PlatformName, name);
+  platform_name_.assign(name->platform_name, name->platform_name_size);
+
+  Args<PJRT_Client_AddressableDevices_Args> devs;
+  devs->client = client_;
+  TPU_PJRT(api_, Client_AddressableDevices, devs);
+  devices_.assign(devs->addressable_devices, devs->addressable_devices + devs->num_addressable_devices);
+  counters_ = std::make_unique<Counters[]>(devices_.size());
+
+  if (platform_name_ == "cpu") {
+    memory_limit_ = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  } else if (!devices_.empty()) {
+    Args<PJRT_Device_MemoryStats_Args> stats;
+    stats->device = devices_[0];
+    PJRT_Error* err = api_->PJRT_Device_MemoryStats(stats.get());
+    if (err == nullptr && stats->bytes_limit_is_set) memory_limit_ = stats->bytes_limit;
+    if (err != nullptr) {
+      Args<PJRT_Error_Destroy_Args> destroy;
+      destroy->error = err;
+      api_->PJRT_Error_Destroy(destroy.get());
+    }
+  }
+}
+
+Client::~Client() {
+  // The client lives until process exit; destroying it races with static destructors of the
+  // plugin, so we leave it to the OS like other PJRT hosts do.
+}
+
+void Client::Track(int device, int64_t delta) {
+  Counters& c = counters_[device];
+  int64_t now = c.in_use.fetch_add(delta) + delta;
+  int64_t peak = c.peak.load();
+  while (now > peak && !c.peak.compare_exchange_weak(peak, now)) {
+  }
+}
+
+MemoryStats Client::memory_stats(int device) const {
+  return MemoryStats{counters_[device].in_use.load(), counters_[device].peak.load(), memory_limit_};
+}
+
+BufferPtr Client::FromHost(const void* data, DType dtype, const std::vector<int64_t>& dims,
+                           int device) {
+  Args<PJRT_Client_BufferFromHostBuffer_Args> args;
+  args->client = client_;
+  args->data = data;
+  args->type = ToPjrt(dtype);
+  args->dims = dims.data();
+  args->num_dims = dims.size();
+  args->host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
+  args->device = devices_.at(device);
+  TPU_PJRT(api_, Client_BufferFromHostBuffer, args);
+  auto buf = std::make_shared<Buffer>(this, args->buffer, dtype, dims, device);
+  // The host data belongs to the caller: wait until the runtime no longer reads it.
+  AwaitEvent(api_, args->done_with_host_buffer, "PJRT_Client_BufferFromHostBuffer");
+  return buf;
+}
+
+ExecutablePtr Client::Compile(const std::string& mlir, std::vector<ShapedType> outputs) {
+  Args<PJRT_Program> program;
+  static const char kFormat[] = "mlir";
+  program->code = const_cast<char*>(mlir.data());
+  program->code_size = mlir.size();
+  program->format = kFormat;
+  program->format_size = 4;
+  Args<PJRT_Client_Compile_Args> args;
+  args->client = client_;
+  args->program = program.get();
+  args->compile_options = kPortableOptions;
+  args->compile_options_size = sizeof(kPortableOptions);
+  TPU_PJRT(api_, Client_Compile, args);
+  PJRT_LoadedExecutable* loaded = args->executable;
+
+  Args<PJRT_LoadedExecutable_GetExecutable_Args> get;
+  get->loaded_executable = loaded;
+  TPU_PJRT(api_, LoadedExecutable_GetExecutable, get);
+  Args<PJRT_Executable_NumOutputs_Args> num;
+  num->executable = get->executable;
+  TPU_PJRT(api_, Executable_NumOutputs, num);
+  size_t n = num->num_outputs;
+  Args<PJRT_Executable_Destroy_Args> destroy;
+  destroy->executable = get->executable;
+  TPU_PJRT(api_, Executable_Destroy, destroy);
+  auto exe = std::make_shared<Executable>(this, loaded, std::move(outputs));
+  if (exe->outputs().size() != n) {
+    throw Error(13, "compiled program has " + std::to_string(n) + " outputs, expected " +
+                        std::to_string(exe->outputs().size()));
+  }
+  return exe;
+}
+
+std::vector<BufferPtr> Client::Execute(const Executable& exe, const std::vector<PJRT_Buffer*>& in,
+                                       int device) {
+  Args<PJRT_ExecuteOptions> options;
+  std::vector<PJRT_Buffer*> outs(exe.outputs().size(), nullptr);
+  PJRT_Buffer* const* arg_list = in.data();
+  PJRT_Buffer** out_list = outs.data();
+  Args<PJRT_LoadedExecutable_Execute_Args> args;
+  args->executable = exe.raw();
+  args->options = options.get();
+  args->argument_lists = &arg_list;
+  args->num_devices = 1;
+  args->num_args = in.size();
+  args->output_lists = &out_list;
+  args->execute_device = devices_.at(device);
+  TPU_PJRT(api_, LoadedExecutable_Execute, args);
+
+  std::vector<BufferPtr> result;
+  result.reserve(outs.size());
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const ShapedType& t = exe.outputs()[i];
+    result.push_back(std::make_shared<Buffer>(this, outs[i], t.dtype, t.dims, device));
+  }
+  return result;
+}
+
+}  // namespace tpu::rt

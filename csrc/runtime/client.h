@@ -1,0 +1,138 @@
+// The PJRT client: one plugin, one client, its devices, buffers and executables.
+// This header hides the PJRT C API; only client.cc and pjrt_call.h include it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "runtime/dtype.h"
+
+struct PJRT_Api;
+struct PJRT_Buffer;
+struct PJRT_Client;
+struct PJRT_Device;
+struct PJRT_LoadedExecutable;
+
+namespace tpu::rt {
+
+// A PJRT error carried as a C++ exception: the PJRT function, its code and message.
+class Error : public std::runtime_error {
+ public:
+  Error(int code, const std::string& msg) : std::runtime_error(msg), code_(code) {}
+  int code() const { return code_; }
+  bool out_of_memory() const { return code_ == 8; }  // RESOURCE_EXHAUSTED
+
+ private:
+  int code_;
+};
+
+class Client;
+
+// An immutable device buffer. Destroyed with its last shared_ptr.
+class Buffer {
+ public:
+  Buffer(Client* client, PJRT_Buffer* raw, DType dtype, std::vector<int64_t> dims, int device);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  PJRT_Buffer* raw() const { return raw_; }
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t>& dims() const { return dims_; }
+  int device() const { return device_; }
+  int64_t numel() const;
+  int64_t nbytes() const { return numel() * ItemSize(dtype_); }
+  // Blocks until the value is computed; throws the execution's error if it failed.
+  void Await() const;
+  // Copies the (dense, row-major) value to host memory; blocks.
+  void ToHost(void* dst, size_t nbytes) const;
+
+ private:
+  Client* client_;
+  PJRT_Buffer* raw_;
+  DType dtype_;
+  std::vector<int64_t> dims_;
+  int device_;
+};
+using BufferPtr = std::shared_ptr<Buffer>;
+
+struct ShapedType {
+  DType dtype;
+  std::vector<int64_t> dims;
+};
+
+class Executable {
+ public:
+  Executable(Client* client, PJRT_LoadedExecutable* raw, std::vector<ShapedType> outputs);
+  ~Executable();
+  PJRT_LoadedExecutable* raw() const { return raw_; }
+  const std::vector<ShapedType>& outputs() const { return outputs_; }
+
+ private:
+  Client* client_;
+  PJRT_LoadedExecutable* raw_;
+  std::vector<ShapedType> outputs_;
+};
+using ExecutablePtr = std::shared_ptr<Executable>;
+
+struct MemoryStats {
+  int64_t in_use = 0;
+  int64_t peak = 0;
+  int64_t limit = 0;  // 0 when the plugin does not say
+};
+
+struct ClientOptions {
+  std::string plugin_path;  // the .so that exports GetPjrtApi
+  std::string platform;     // "cpu", "cuda", "tpu"
+  int cpu_device_count = 1;
+};
+
+class Client {
+ public:
+  explicit Client(const ClientOptions& options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const PJRT_Api* api() const { return api_; }
+  int device_count() const { return static_cast<int>(devices_.size()); }
+  const std::string& platform_name() const { return platform_name_; }
+  const std::string& plugin_path() const { return plugin_path_; }
+  int api_major() const { return api_major_; }
+  int api_minor() const { return api_minor_; }
+
+  // Copies dense row-major host data to a new buffer on `device`.
+  BufferPtr FromHost(const void* data, DType dtype, const std::vector<int64_t>& dims, int device);
+  // Compiles StableHLO text for single-device, portable execution. `outputs` are the result
+  // types of @main, checked against the executable.
+  ExecutablePtr Compile(const std::string& mlir, std::vector<ShapedType> outputs);
+  // Runs `exe` on `device`; returns its outputs (ready asynchronously).
+  std::vector<BufferPtr> Execute(const Executable& exe, const std::vector<PJRT_Buffer*>& args,
+                                 int device);
+  MemoryStats memory_stats(int device) const;
+
+  // Live-bytes accounting done by Buffer.
+  void Track(int device, int64_t delta);
+
+ private:
+  const PJRT_Api* api_ = nullptr;
+  PJRT_Client* client_ = nullptr;
+  std::vector<PJRT_Device*> devices_;
+  std::string platform_name_;
+  std::string plugin_path_;
+  int api_major_ = 0;
+  int api_minor_ = 0;
+  struct Counters {
+    std::atomic<int64_t> in_use{0};
+    std::atomic<int64_t> peak{0};
+  };
+  std::unique_ptr<Counters[]> counters_;
+  int64_t memory_limit_ = 0;
+};
+
+}  // namespace tpu::rt

@@ -1,0 +1,33 @@
+// Element types shared by the runtime and the IR. Values follow PJRT_Buffer_Type.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace tpu::rt {
+
+enum class DType : uint8_t {
+  kInvalid = 0,
+  kPred = 1,
+  kS8 = 2,
+  kS16 = 3,
+  kS32 = 4,
+  kS64 = 5,
+  kU8 = 6,
+  kU16 = 7,
+  kU32 = 8,
+  kU64 = 9,
+  kF16 = 10,
+  kF32 = 11,
+  kF64 = 12,
+  kBF16 = 13,
+};
+
+int64_t ItemSize(DType t);
+// The MLIR element type name ("f32", "i1", "ui8", ...).
+std::string_view MlirName(DType t);
+bool IsFloat(DType t);
+bool IsSigned(DType t);  // signed integers only
+bool IsUnsigned(DType t);
+
+}  // namespace tpu::rt
