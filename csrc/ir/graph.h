@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,7 +39,7 @@ struct Node {
 };
 
 struct Graph {
-  std::vector<Type> types;      // type of each value
+  std::deque<Type> types;       // type of each value (a deque: references stay valid)
   std::vector<Value> params;    // block arguments, in order
   std::vector<Node> nodes;      // in program order
   std::vector<Value> results;   // returned values
