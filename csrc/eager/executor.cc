@@ -54,12 +54,36 @@ Metrics& GetMetrics() {
 Mode GetMode() { return static_cast<Mode>(g_mode.load()); }
 void SetMode(Mode m) { g_mode.store(static_cast<int>(m)); }
 
-void Init(const rt::ClientOptions& options) {
-  if (!g_client) g_client = std::make_unique<rt::Client>(options);
+namespace {
+std::mutex g_init_mu;
+std::unique_ptr<rt::ClientOptions> g_options;
+std::atomic<bool> g_ready{false};
+}  // namespace
+
+void Configure(const rt::ClientOptions& options) {
+  std::lock_guard<std::mutex> lock(g_init_mu);
+  g_options = std::make_unique<rt::ClientOptions>(options);
 }
-bool Initialized() { return g_client != nullptr; }
+
+void Init(const rt::ClientOptions& options) {
+  Configure(options);
+  Client();
+}
+
+bool Initialized() { return g_ready.load(); }
+bool Configured() {
+  std::lock_guard<std::mutex> lock(g_init_mu);
+  return g_options != nullptr;
+}
+
 rt::Client& Client() {
-  if (!g_client) throw rt::Error(9, "torchtpu runtime is not initialized");
+  if (g_ready.load(std::memory_order_acquire)) return *g_client;
+  std::lock_guard<std::mutex> lock(g_init_mu);
+  if (!g_client) {
+    if (!g_options) throw rt::Error(9, "torchtpu runtime is not configured (import torchtpu)");
+    g_client = std::make_unique<rt::Client>(*g_options);
+    g_ready.store(true, std::memory_order_release);
+  }
   return *g_client;
 }
 
@@ -114,6 +138,12 @@ rt::BufferPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
   rt::BufferPtr b = Client().FromHost(bits, t, {}, device);
   cache.emplace(key, b);
   return b;
+}
+
+std::weak_ptr<rt::Buffer> LastOutput(int device) {
+  std::lock_guard<std::mutex> lock(Last().mu);
+  auto it = Last().last.find(device);
+  return it == Last().last.end() ? std::weak_ptr<rt::Buffer>() : it->second;
 }
 
 void Synchronize(int device) {

@@ -26,8 +26,11 @@ Metrics& GetMetrics();
 Mode GetMode();
 void SetMode(Mode m);
 
-// The process-wide client; Init must run once before any other call.
-void Init(const rt::ClientOptions& options);
+// The process-wide client. Configure records where the plugin is (cheap); the client is
+// created on first use, so importing torchtpu does not load the plugin.
+void Configure(const rt::ClientOptions& options);
+bool Configured();
+void Init(const rt::ClientOptions& options);  // Configure + create now
 bool Initialized();
 rt::Client& Client();
 
@@ -38,6 +41,9 @@ std::vector<rt::BufferPtr> Run(const ir::Graph& g, const std::vector<rt::BufferP
 // A 0-d buffer holding `bits` (a host value of dtype t), cached by value: scalars enter
 // programs as parameters, so a new value never means a new compile.
 rt::BufferPtr ScalarBuffer(const void* bits, rt::DType t, int device);
+
+// The most recent program output on `device` (what an event recorded now waits for).
+std::weak_ptr<rt::Buffer> LastOutput(int device);
 
 // Waits for all work issued so far on `device` to finish.
 void Synchronize(int device);

@@ -1,5 +1,6 @@
 #include "ir/builder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -253,6 +254,82 @@ Dims ContiguousStrides(const Dims& dims) {
   Dims s(dims.size(), 1);
   for (int64_t i = static_cast<int64_t>(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * std::max<int64_t>(dims[i + 1], 1);
   return s;
+}
+
+Value ConstantI64(Graph& g, const Dims& v) {
+  Type t{DType::kS64, {static_cast<int64_t>(v.size())}};
+  std::string body = v.empty() ? "dense<>" : "dense<[" + Join(v) + "]>";
+  return g.Op1("stablehlo.constant", {}, t, "value = " + body + " : " + t.str());
+}
+
+namespace {
+std::string List(const Dims& v) { return "[" + Join(v) + "]"; }
+
+// Window dims of a gather result / scatter update: every position outside the batch range.
+Dims WindowDims(int64_t rank, int64_t batch_at, int64_t batch_rank) {
+  Dims w;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (i < batch_at || i >= batch_at + batch_rank) w.push_back(i);
+  }
+  return w;
+}
+}  // namespace
+
+Value Gather(Graph& g, Value x, Value idx, const Dims& index_dims, int64_t batch_at) {
+  const Type& xt = g.type(x);
+  Dims batch = g.type(idx).dims;
+  batch.pop_back();
+  Dims sizes = xt.dims, out, collapsed = index_dims;
+  std::sort(collapsed.begin(), collapsed.end());
+  for (int64_t d : index_dims) sizes[d] = 1;
+  for (int64_t i = 0; i < xt.rank(); ++i) {
+    if (!std::binary_search(collapsed.begin(), collapsed.end(), i)) out.push_back(xt.dims[i]);
+  }
+  out.insert(out.begin() + batch_at, batch.begin(), batch.end());
+  Dims offset = WindowDims(static_cast<int64_t>(out.size()), batch_at, batch.size());
+  return g.Op1("stablehlo.gather", {x, idx}, Type{xt.dtype, out},
+               "dimension_numbers = #stablehlo.gather<offset_dims = " + List(offset) +
+                   ", collapsed_slice_dims = " + List(collapsed) + ", start_index_map = " +
+                   List(index_dims) + ", index_vector_dim = " + std::to_string(batch.size()) +
+                   ">, slice_sizes = " + I64Array(sizes) + ", indices_are_sorted = false");
+}
+
+Value Scatter(Graph& g, Value x, Value idx, Value updates, const Dims& index_dims,
+              int64_t batch_at, std::shared_ptr<Graph> combiner) {
+  int64_t batch_rank = g.type(idx).rank() - 1;
+  Dims inserted = index_dims;
+  std::sort(inserted.begin(), inserted.end());
+  Dims window = WindowDims(g.type(updates).rank(), batch_at, batch_rank);
+  return g.Op1("stablehlo.scatter", {x, idx, updates}, g.type(x),
+               "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = " +
+                   List(window) + ", inserted_window_dims = " + List(inserted) +
+                   ", scatter_dims_to_operand_dims = " + List(index_dims) +
+                   ", index_vector_dim = " + std::to_string(batch_rank) +
+                   ">, indices_are_sorted = false, unique_indices = false",
+               {std::move(combiner)});
+}
+
+std::shared_ptr<Graph> OverwriteRegion(DType t) {
+  auto r = std::make_shared<Graph>();
+  r->Param(Type{t, {}});
+  r->results = {r->Param(Type{t, {}})};
+  return r;
+}
+
+Value DotGeneralHighest(Graph& g, Value a, Value b, const Dims& lhs_batch, const Dims& rhs_batch,
+                        const Dims& lhs_contract, const Dims& rhs_contract, Type out) {
+  Value r = DotGeneral(g, a, b, lhs_batch, rhs_batch, lhs_contract, rhs_contract, std::move(out));
+  g.nodes.back().attrs +=
+      ", precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]";
+  return r;
+}
+
+Value IntConstant(Graph& g, uint64_t bits, DType t, const Dims& dims) {
+  Type scalar{t, {}};
+  std::string lit = rt::IsUnsigned(t) ? std::to_string(bits)
+                                      : std::to_string(static_cast<int64_t>(bits));
+  Value c = g.Op1("stablehlo.constant", {}, scalar, "value = dense<" + lit + "> : " + scalar.str());
+  return dims.empty() ? c : BroadcastInDim(g, c, dims, {});
 }
 
 }  // namespace tpu::ir

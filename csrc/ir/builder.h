@@ -51,4 +51,25 @@ Value DynamicUpdateSlice(Graph& g, Value base, Value update, const std::vector<V
 int64_t WrapDim(int64_t dim, int64_t rank);
 Dims ContiguousStrides(const Dims& dims);
 
+// A 1-D s64 constant holding `v` (small index tables only; large data goes in parameters).
+Value ConstantI64(Graph& g, const Dims& v);
+// Gathers slices of x at `idx` (s64, shape B + [k]): coordinate j of each index vector indexes
+// x's dim index_dims[j]; the other dims of x are taken whole. The result is x's other dims, in
+// order, with B inserted at position batch_at.
+Value Gather(Graph& g, Value x, Value idx, const Dims& index_dims, int64_t batch_at);
+// The inverse of Gather: combines `updates` (shaped like Gather's result) into x with the
+// scalar `combiner` region; out-of-bounds index vectors are skipped.
+Value Scatter(Graph& g, Value x, Value idx, Value updates, const Dims& index_dims,
+              int64_t batch_at, std::shared_ptr<Graph> combiner);
+// A combiner region that keeps the update (overwrite semantics).
+std::shared_ptr<Graph> OverwriteRegion(DType t);
+
+// dot_general at HIGHEST precision, so f32 matmuls keep full f32 accuracy on TPU/GPU.
+Value DotGeneralHighest(Graph& g, Value a, Value b, const Dims& lhs_batch, const Dims& rhs_batch,
+                        const Dims& lhs_contract, const Dims& rhs_contract, Type out);
+
+// An integer constant given by its bits (a double would lose those above 2^53): printed signed
+// or unsigned as `t` says.
+Value IntConstant(Graph& g, uint64_t bits, DType t, const Dims& dims = {});
+
 }  // namespace tpu::ir

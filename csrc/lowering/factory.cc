@@ -1,9 +1,324 @@
-// TODO(family owner): rules for this family.
+// Factory ops (fill, arange, linspace, eye) and random ops. torch.zeros/full/rand/randn/randint
+// and dropout decompose into these (zero_, fill_, uniform_, normal_, random_, native_dropout).
+//
+// Random ops read the dispatcher's "generator" argument, a tensor<2xui64> [seed, offset] that is
+// advanced by numel after each call, and draw bits with rng_bit_generator (THREE_FRY). ThreeFry
+// spends one counter per 64 output bits, so one stream of n u32 or u64 values stays inside the
+// offsets this call owns; a rule needing more draws further streams under different keys.
+#include <cmath>
+#include <cstdint>
+#include <utility>
+
 #include "lowering/helpers.h"
 #include "lowering/rule_table.h"
 
 namespace tpu::lowering {
+namespace {
 
-void AddFactoryRules(RuleMap& m) { (void)m; }
+using V = std::vector<Value>;
+
+Value Add(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.add", a, b); }
+Value Sub(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.subtract", a, b); }
+Value Mul(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.multiply", a, b); }
+Value Div(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.divide", a, b); }
+
+// A float argument that is a tensor in some overloads (normal.Tensor_float, bernoulli_.Tensor)
+// and a plain double in others, as dtype t broadcast to dims.
+Value FloatArg(Ctx& c, const std::string& name, double fallback, DType t, const Dims& dims) {
+  const Arg* a = c.Find(name);
+  if (a != nullptr && a->kind == Arg::Kind::kValue) return Cast(c, a->value, t, dims);
+  return Splat(c, c.Double(name, fallback), Type{t, dims});
+}
+
+// ---- Deterministic factories.
+
+V Fill(Ctx& c) { return {Cast(c, c.In("value"), c.out[0].dtype, c.out[0].dims)}; }
+
+V Zero(Ctx& c) { return {Splat(c, 0, c.out[0])}; }
+
+// start + i * step, as PyTorch's CPU kernel computes it: in int64 for integer outputs (start and
+// step truncated first) and in double for floating ones.
+V Arange(Ctx& c) {
+  const Type& out = c.out[0];
+  Type acc{rt::IsFloat(out.dtype) ? DType::kF64 : DType::kS64, out.dims};
+  Value start = c.Has("start") ? Cast(c, c.In("start"), acc.dtype, acc.dims) : Splat(c, 0, acc);
+  Value step = c.Has("step") ? Cast(c, c.In("step"), acc.dtype, acc.dims) : Splat(c, 1, acc);
+  Value i = ir::Iota(c.g, acc, 0);
+  return {Cast(c, Add(c, start, Mul(c, step, i)), out.dtype)};
+}
+
+// PyTorch's CPU linspace: start and end are first converted to the output dtype; the step is in
+// the output dtype for floats and in double for integers; the first half counts up from start,
+// the second half down from end (so both ends are exact). Its vectorized loop uses fused
+// multiply-adds, reproduced by computing start + step * i in a wider float and rounding once.
+Value LinspaceValues(Ctx& c, const Type& out, int64_t steps) {
+  DType t = out.dtype;
+  DType step_t = rt::IsFloat(t) ? t : DType::kF64;
+  DType wide = rt::IsFloat(t) && t != DType::kF32 && t != DType::kF64 ? DType::kF32 : DType::kF64;
+  Value start = Cast(c, Cast(c, c.In("start"), t), step_t);
+  if (steps <= 1) return ir::BroadcastTo(c.g, start, out.dims);
+  Value end = Cast(c, Cast(c, c.In("end"), t), step_t);
+  Value step = Div(c, Sub(c, end, start), Splat(c, static_cast<double>(steps - 1), start));
+  start = Cast(c, start, wide, out.dims);
+  end = Cast(c, end, wide, out.dims);
+  step = Cast(c, step, wide, out.dims);
+  Value i = ir::Iota(c.g, Type{wide, out.dims}, 0);
+  Value up = Add(c, start, Mul(c, step, i));
+  Value rest = Sub(c, Splat(c, static_cast<double>(steps - 1), i), i);
+  Value down = Sub(c, end, Mul(c, step, rest));
+  Value idx = ir::Iota(c.g, Type{DType::kS64, out.dims}, 0);
+  Value first_half = ir::Compare(c.g, idx, Splat(c, static_cast<double>(steps / 2), idx), "LT");
+  // Floats round to the output dtype here; integers truncate the double in the caller.
+  Value r = ir::Select(c.g, first_half, up, down);
+  return rt::IsFloat(t) ? Cast(c, r, t) : r;
+}
+
+V Linspace(Ctx& c) {
+  const Type& out = c.out[0];
+  return {Cast(c, LinspaceValues(c, out, c.Int("steps")), out.dtype)};
+}
+
+// base ** linspace(start, end): the power in the output dtype for floats, in double for integers.
+V Logspace(Ctx& c) {
+  const Type& out = c.out[0];
+  Value e = LinspaceValues(c, out, c.Int("steps"));
+  Value base = Splat(c, c.Double("base", 10.0), e);
+  return {Cast(c, ir::Binary(c.g, "stablehlo.power", base, e), out.dtype)};
+}
+
+V Eye(Ctx& c) {
+  const Type& out = c.out[0];
+  Type idx{DType::kS64, out.dims};
+  Value eq = ir::Compare(c.g, ir::Iota(c.g, idx, 0), ir::Iota(c.g, idx, 1), "EQ");
+  return {Cast(c, eq, out.dtype)};
+}
+
+// ---- Random bits and the distributions built on them.
+
+// n random u32 or u64 values from the call's state. Stream k > 0 uses the key seed ^ k * golden
+// ratio: an independent ThreeFry stream over the same offsets.
+Value RandomBits(Ctx& c, int64_t n, DType bits, uint64_t stream) {
+  Value state = c.In("generator");
+  if (stream != 0) {
+    Value mix = ir::IntConstant(c.g, stream * 0x9E3779B97F4A7C15ull, DType::kU64, {1});
+    Value key = ir::Concat(c.g, {mix, ir::IntConstant(c.g, 0, DType::kU64, {1})}, 0);
+    state = ir::Binary(c.g, "stablehlo.xor", state, key);
+  }
+  return c.g.Op("stablehlo.rng_bit_generator", {state}, {Type{DType::kU64, {2}}, Type{bits, {n}}},
+                "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>")[1];
+}
+
+// Random bits per sample as PyTorch draws them: as many as the dtype's mantissa holds.
+int Digits(DType t) {
+  switch (t) {
+    case DType::kF16: return 11;
+    case DType::kBF16: return 8;
+    case DType::kF64: return 53;
+    default: return 24;
+  }
+}
+
+// Distributions are computed in f32 (f64 for f64 outputs) and converted at the end.
+DType ComputeType(DType t) { return t == DType::kF64 ? DType::kF64 : DType::kF32; }
+
+// Uniform samples in [0, 1), or in (0, 1) when `open` (safe for log), shaped dims, of dtype
+// ComputeType(t), each k * 2^-d for Digits(t) random bits k (so converting to t stays below 1).
+Value Uniform01(Ctx& c, const Dims& dims, DType t, uint64_t stream = 0, bool open = false) {
+  DType ct = ComputeType(t);
+  // Open samples are (k + 1/2) * 2^-d: one bit fewer keeps them exact.
+  int d = Digits(t) - (open ? 1 : 0);
+  DType bt = ct == DType::kF64 ? DType::kU64 : DType::kU32;
+  int width = ct == DType::kF64 ? 64 : 32;
+  int64_t n = Type{ct, dims}.numel();
+  Value bits = RandomBits(c, n, bt, stream);
+  Value k = ir::Binary(c.g, "stablehlo.shift_right_logical", bits,
+                       ir::IntConstant(c.g, width - d, bt, {n}));
+  Value f = Cast(c, k, ct);
+  if (open) f = Add(c, f, Splat(c, 0.5, f));
+  return ir::Reshape(c.g, Mul(c, f, Splat(c, std::ldexp(1.0, -d), f)), dims);
+}
+
+// Standard normal samples of dtype ct (f32 or f64) by Box-Muller, using the cosine half.
+Value StdNormal(Ctx& c, const Dims& dims, DType ct) {
+  Value u1 = Uniform01(c, dims, ct, 0, /*open=*/true);
+  Value u2 = Uniform01(c, dims, ct, 1);
+  Value r = ir::Unary(c.g, "stablehlo.sqrt",
+                      Mul(c, Splat(c, -2, u1), ir::Unary(c.g, "stablehlo.log", u1)));
+  Value theta = Mul(c, u2, Splat(c, 2 * M_PI, u2));
+  return Mul(c, r, ir::Unary(c.g, "stablehlo.cosine", theta));
+}
+
+V Uniform(Ctx& c) {
+  const Type& out = c.out[0];
+  double from = c.Double("from", 0), to = c.Double("to", 1);
+  Value u = Uniform01(c, out.dims, out.dtype);
+  return {Cast(c, Add(c, Mul(c, u, Splat(c, to - from, u)), Splat(c, from, u)), out.dtype)};
+}
+
+// normal_(self, mean, std) and normal.{Tensor_float, float_Tensor, Tensor_Tensor}: mean and std
+// are doubles or tensors broadcast to the output.
+V Normal(Ctx& c) {
+  const Type& out = c.out[0];
+  DType ct = ComputeType(out.dtype);
+  Value z = StdNormal(c, out.dims, ct);
+  Value mean = FloatArg(c, "mean", 0, ct, out.dims), std = FloatArg(c, "std", 1, ct, out.dims);
+  return {Cast(c, Add(c, Mul(c, z, std), mean), out.dtype)};
+}
+
+V LogNormal(Ctx& c) {
+  const Type& out = c.out[0];
+  DType ct = ComputeType(out.dtype);
+  Value z = StdNormal(c, out.dims, ct);
+  Value x = Add(c, Mul(c, z, Splat(c, c.Double("std", 2), z)), Splat(c, c.Double("mean", 1), z));
+  return {Cast(c, ir::Unary(c.g, "stablehlo.exponential", x), out.dtype)};
+}
+
+// bernoulli_.float / bernoulli_.Tensor / bernoulli.p take p; functional bernoulli(self) draws
+// with p = self. 1 where u < p.
+V Bernoulli(Ctx& c) {
+  const Type& out = c.out[0];
+  const Arg* p_arg = c.Find("p");
+  Value p_tensor = p_arg == nullptr ? c.In("self")
+                   : p_arg->kind == Arg::Kind::kValue ? p_arg->value
+                                                      : -1;
+  DType ct = ComputeType(p_tensor >= 0 ? c.T(p_tensor).dtype : out.dtype);
+  Value p = p_tensor >= 0 ? Cast(c, p_tensor, ct, out.dims) : FloatArg(c, "p", 0.5, ct, out.dims);
+  Value u = Uniform01(c, out.dims, ct);
+  return {Cast(c, ir::Compare(c.g, u, p, "LT"), out.dtype)};
+}
+
+// Largest value plain random_ produces: 2^digits for floats, the type's max for integers.
+uint64_t RandomMax(DType t) {
+  switch (t) {
+    case DType::kPred: return 1;
+    case DType::kS8: return INT8_MAX;
+    case DType::kS16: return INT16_MAX;
+    case DType::kS32: return INT32_MAX;
+    case DType::kS64: return INT64_MAX;
+    case DType::kU8: return UINT8_MAX;
+    case DType::kU16: return UINT16_MAX;
+    case DType::kU32: return UINT32_MAX;
+    case DType::kU64: return UINT64_MAX;
+    default: return uint64_t{1} << Digits(t);
+  }
+}
+
+// random_ (to=None: [0, RandomMax]), random_.to ([0, to)) and random_.from ([from, to), or
+// [from, RandomMax] without to): bits % range + from, where range 0 stands for 2^64. Like
+// PyTorch, 32 random bits when the range fits, else 64.
+V Random(Ctx& c) {
+  const Type& out = c.out[0];
+  int64_t from = c.Int("from", 0);
+  uint64_t range;
+  if (c.Find("from") != nullptr) {
+    range = c.Has("to") ? static_cast<uint64_t>(c.Int("to")) - static_cast<uint64_t>(from)
+                        : RandomMax(out.dtype) - static_cast<uint64_t>(from) + 1;
+  } else {
+    range = c.Has("to") ? static_cast<uint64_t>(c.Int("to")) : RandomMax(out.dtype) + 1;
+  }
+  int64_t n = out.numel();
+  Value r;
+  if (range != 0 && range <= UINT32_MAX) {
+    Value bits = RandomBits(c, n, DType::kU32, 0);
+    r = ir::Binary(c.g, "stablehlo.remainder", bits, ir::IntConstant(c.g, range, DType::kU32, {n}));
+    r = Cast(c, r, DType::kU64);
+  } else {
+    r = RandomBits(c, n, DType::kU64, 0);
+    if (range != 0) {
+      r = ir::Binary(c.g, "stablehlo.remainder", r, ir::IntConstant(c.g, range, DType::kU64, {n}));
+    }
+  }
+  // Wrapping u64 addition is two's complement addition of a negative `from`.
+  r = Add(c, r, ir::IntConstant(c.g, static_cast<uint64_t>(from), DType::kU64, {n}));
+  if (out.dtype != DType::kU64) r = ir::BitcastConvert(c.g, r, Type{DType::kS64, {n}});
+  return {ir::Reshape(c.g, Cast(c, r, out.dtype), out.dims)};
+}
+
+// -log(u) / lambda with u in (0, 1), so samples are never 0 or inf.
+V Exponential(Ctx& c) {
+  const Type& out = c.out[0];
+  Value u = Uniform01(c, out.dims, out.dtype, 0, /*open=*/true);
+  Value e = Div(c, ir::Unary(c.g, "stablehlo.log", u), Splat(c, -c.Double("lambd", 1), u));
+  return {Cast(c, e, out.dtype)};
+}
+
+// Trials until the first success: ceil(log(u) / log(1 - p)), at least 1 (p = 1 gives 0 / -inf).
+V Geometric(Ctx& c) {
+  const Type& out = c.out[0];
+  Value u = Uniform01(c, out.dims, ComputeType(out.dtype), 0, /*open=*/true);
+  Value q = Splat(c, std::log1p(-c.Double("p", 0.5)), u);
+  Value k = ir::Unary(c.g, "stablehlo.ceil", Div(c, ir::Unary(c.g, "stablehlo.log", u), q));
+  return {Cast(c, ir::Binary(c.g, "stablehlo.maximum", k, Splat(c, 1, k)), out.dtype)};
+}
+
+// median + sigma * tan(pi * (u - 1/2)).
+V Cauchy(Ctx& c) {
+  const Type& out = c.out[0];
+  Value u = Uniform01(c, out.dims, ComputeType(out.dtype), 0, /*open=*/true);
+  Value t = ir::Unary(c.g, "chlo.tan", Mul(c, Sub(c, u, Splat(c, 0.5, u)), Splat(c, M_PI, u)));
+  Value x = Mul(c, t, Splat(c, c.Double("sigma", 1), t));
+  x = Add(c, x, Splat(c, c.Double("median", 0), t));
+  return {Cast(c, x, out.dtype)};
+}
+
+// (input * mask / (1 - p), mask) with mask ~ bernoulli(1 - p), as PyTorch's CPU kernel; train
+// None means training. Scale 0 when p = 1 (no division by zero).
+V NativeDropout(Ctx& c) {
+  Value x = c.In("input");
+  const Type& t = c.T(x);
+  Type mask_t{DType::kPred, t.dims};
+  if (!c.Bool("train", true)) return {x, Splat(c, 1, mask_t)};
+  double keep = 1 - c.Double("p", 0.5);
+  double scale = keep == 0 ? 0 : 1 / keep;
+  DType ct = ComputeType(t.dtype);
+  Value u = Uniform01(c, t.dims, ct);
+  Value mask = ir::Compare(c.g, u, Splat(c, keep, u), "LT");
+  Value y = Mul(c, Mul(c, x, Cast(c, mask, t.dtype)), Splat(c, scale, t));
+  return {y, mask};
+}
+
+V NativeDropoutBackward(Ctx& c) {
+  const Type& out = c.out[0];
+  Value g = InAsOut(c, "grad_output"), mask = InAsOut(c, "mask");
+  return {Mul(c, Mul(c, g, mask), Splat(c, c.Double("scale", 1), out))};
+}
+
+// A uniform permutation: iota sorted by random 64-bit keys (ties have probability ~n^2/2^65).
+V Randperm(Ctx& c) {
+  const Type& out = c.out[0];
+  int64_t n = c.Int("n");
+  Value keys = RandomBits(c, n, DType::kU64, 0);
+  Value iota = ir::Iota(c.g, Type{DType::kS64, {n}}, 0);
+  auto less = std::make_shared<ir::Graph>();
+  Value a = less->Param(Type{DType::kU64, {}}), b = less->Param(Type{DType::kU64, {}});
+  less->Param(Type{DType::kS64, {}});
+  less->Param(Type{DType::kS64, {}});
+  less->results = {ir::Compare(*less, a, b, "LT")};
+  V sorted = c.g.Op("stablehlo.sort", {keys, iota}, {c.T(keys), c.T(iota)},
+                    "dimension = 0 : i64, is_stable = true", {less});
+  return {ir::Reshape(c.g, Cast(c, sorted[1], out.dtype), out.dims)};
+}
+
+}  // namespace
+
+void AddFactoryRules(RuleMap& m) {
+  m["aten::arange"] = Arange;
+  m["aten::bernoulli"] = Bernoulli;
+  m["aten::cauchy"] = Cauchy;
+  m["aten::exponential"] = Exponential;
+  m["aten::eye"] = Eye;
+  m["aten::fill"] = Fill;
+  m["aten::geometric"] = Geometric;
+  m["aten::linspace"] = Linspace;
+  m["aten::log_normal"] = LogNormal;
+  m["aten::logspace"] = Logspace;
+  m["aten::native_dropout"] = NativeDropout;
+  m["aten::native_dropout_backward"] = NativeDropoutBackward;
+  m["aten::normal"] = Normal;
+  m["aten::random"] = Random;
+  m["aten::randperm"] = Randperm;
+  m["aten::uniform"] = Uniform;
+  m["aten::zero"] = Zero;
+}
 
 }  // namespace tpu::lowering

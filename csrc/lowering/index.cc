@@ -1,9 +1,380 @@
-// TODO(family owner): rules for this family.
+// Indexing ops: gather/scatter families, advanced indexing, index_* ops, embedding, sort, topk.
+// Index tensors are s64 (PyTorch's dtype); negative indices wrap. XLA clamps out-of-bounds
+// gathers and drops out-of-bounds scatters; PyTorch raises before we get there.
+#include <algorithm>
+
 #include "lowering/helpers.h"
 #include "lowering/rule_table.h"
 
 namespace tpu::lowering {
+namespace {
 
-void AddIndexRules(RuleMap& m) { (void)m; }
+using V = std::vector<Value>;
+
+// index as s64 with negative entries wrapped against `size`.
+Value Wrap(Ctx& c, Value index, int64_t size) {
+  Value i = Cast(c, index, DType::kS64);
+  Value neg = ir::Compare(c.g, i, Splat(c, 0, i), "LT");
+  return ir::Select(c.g, neg, ir::Binary(c.g, "stablehlo.add", i, Splat(c, size, i)), i);
+}
+
+// Appends a trailing size-1 dim: the index vector of a one-dim gather/scatter.
+Value AsVector(Ctx& c, Value i) {
+  Dims d = c.T(i).dims;
+  d.push_back(1);
+  return ir::Reshape(c.g, i, d);
+}
+
+// Full coordinates for gather/scatter along `dim`: position p maps to p with p[dim] = index[p].
+// Shape index.dims + [rank].
+Value Coords(Ctx& c, Value index, int64_t dim, int64_t size) {
+  const Dims& dims = c.T(index).dims;
+  Value wrapped = Wrap(c, index, size);
+  std::vector<Value> parts;
+  for (int64_t d = 0; d < static_cast<int64_t>(dims.size()); ++d) {
+    parts.push_back(AsVector(c, d == dim ? wrapped : ir::Iota(c.g, {DType::kS64, dims}, d)));
+  }
+  return ir::Concat(c.g, parts, static_cast<int64_t>(dims.size()));
+}
+
+Dims AllDims(int64_t rank) {
+  Dims d(rank);
+  for (int64_t i = 0; i < rank; ++i) d[i] = i;
+  return d;
+}
+
+// Combiner for a reduce name used by scatter / scatter_reduce; bools combine logically.
+std::shared_ptr<ir::Graph> Combiner(DType t, const std::string& reduce) {
+  bool pred = t == DType::kPred;
+  if (reduce == "add" || reduce == "sum" || reduce == "mean") {
+    return ir::ScalarRegion(t, pred ? "stablehlo.or" : "stablehlo.add");
+  }
+  if (reduce == "multiply" || reduce == "prod") {
+    return ir::ScalarRegion(t, pred ? "stablehlo.and" : "stablehlo.multiply");
+  }
+  if (reduce == "amax") return ir::ScalarRegion(t, "stablehlo.maximum");
+  if (reduce == "amin") return ir::ScalarRegion(t, "stablehlo.minimum");
+  if (reduce.empty()) return ir::OverwriteRegion(t);
+  throw LoweringError("unsupported reduce '" + reduce + "'");
+}
+
+// 0-d operands are treated as 1-element vectors.
+Value Lift(Ctx& c, Value x) { return c.T(x).rank() == 0 ? ir::Reshape(c.g, x, {1}) : x; }
+
+V GatherRule(Ctx& c) {
+  Value x = Lift(c, c.In("self"));
+  Value index = Lift(c, c.In("index"));
+  int64_t rank = c.T(x).rank(), dim = ir::WrapDim(c.Int("dim"), rank);
+  Value r = ir::Gather(c.g, x, Coords(c, index, dim, c.T(x).dims[dim]), AllDims(rank), 0);
+  return {ir::Reshape(c.g, r, c.out[0].dims)};
+}
+
+// scatter / scatter_add / scatter.reduce: src (or a Scalar value) at index along dim.
+V ScatterAlong(Ctx& c, const std::string& reduce) {
+  DType t = c.out[0].dtype;
+  Value x = Lift(c, Cast(c, c.In("self"), t));
+  Value index = Lift(c, c.In("index"));
+  int64_t rank = c.T(x).rank(), dim = ir::WrapDim(c.Int("dim"), rank);
+  const Dims& idims = c.T(index).dims;
+  Value upd;
+  if (c.Has("src")) {
+    upd = Lift(c, Cast(c, c.In("src"), t));
+    upd = ir::Slice(c.g, upd, Dims(idims.size(), 0), idims);  // src may be larger than index
+  } else {
+    upd = Cast(c, c.In("value"), t, idims);
+  }
+  Value coords = Coords(c, index, dim, c.T(x).dims[dim]);
+  Value r = ir::Scatter(c.g, x, coords, upd, AllDims(rank), 0, Combiner(t, reduce));
+  return {ir::Reshape(c.g, r, c.out[0].dims)};
+}
+
+// Integer division rounding toward -inf, as PyTorch's integer mean does.
+Value FloorDiv(Ctx& c, Value a, Value b) {
+  Value q = ir::Binary(c.g, "stablehlo.divide", a, b);
+  Value rem = ir::Binary(c.g, "stablehlo.remainder", a, b);
+  Value zero = Splat(c, 0, a);
+  Value adjust = ir::Binary(c.g, "stablehlo.and", ir::Compare(c.g, rem, zero, "NE"),
+                            ir::Compare(c.g, ir::Compare(c.g, rem, zero, "LT"),
+                                        ir::Compare(c.g, b, zero, "LT"), "NE"));
+  return ir::Select(c.g, adjust, ir::Binary(c.g, "stablehlo.subtract", q, Splat(c, 1, q)), q);
+}
+
+V ScatterReduce(Ctx& c) {
+  std::string reduce = c.Str("reduce", "sum");
+  bool include_self = c.Bool("include_self", true);
+  DType t = c.out[0].dtype;
+  Value x = Lift(c, Cast(c, c.In("self"), t));
+  Value index = Lift(c, c.In("index"));
+  int64_t rank = c.T(x).rank(), dim = ir::WrapDim(c.Int("dim"), rank);
+  const Dims& idims = c.T(index).dims;
+  Value src = ir::Slice(c.g, Lift(c, Cast(c, c.In("src"), t)), Dims(idims.size(), 0), idims);
+  Value coords = Coords(c, index, dim, c.T(x).dims[dim]);
+  auto put = [&](Value base, Value upd, const std::string& op) {
+    return ir::Scatter(c.g, base, coords, upd, AllDims(rank), 0, Combiner(t, op));
+  };
+  if (!include_self) {
+    // Scattered positions start from the reduction's identity instead of self.
+    double init = reduce == "prod" ? 1 : reduce == "amax" ? LowestOf(t)
+                                     : reduce == "amin" ? HighestOf(t) : 0;
+    x = put(x, Splat(c, init, c.T(src)), "");
+  }
+  Value r = put(x, src, reduce);
+  if (reduce == "mean") {
+    Value count = put(Splat(c, include_self ? 1 : 0, c.T(x)), Splat(c, 1, c.T(src)), "sum");
+    count = ir::Binary(c.g, "stablehlo.maximum", count, Splat(c, 1, count));
+    r = rt::IsFloat(t) ? ir::Binary(c.g, "stablehlo.divide", r, count) : FloorDiv(c, r, count);
+  }
+  return {ir::Reshape(c.g, r, c.out[0].dims)};
+}
+
+// Advanced indexing: Tensor?[] indices broadcast together to B; result is self's unindexed
+// dims with B at the first indexed dim when the indexed dims are adjacent, else in front.
+struct Advanced {
+  Value idx;         // s64, B + [k]
+  Dims index_dims;   // self dims indexed, in order
+  int64_t batch_at;  // where B sits in the result
+};
+
+Advanced AdvancedIndex(Ctx& c, Value self, const std::vector<Value>& indices) {
+  const Dims& sdims = c.T(self).dims;
+  Dims batch;
+  for (Value i : indices) {
+    if (i < 0) continue;
+    const Dims& d = c.T(i).dims;
+    if (d.size() > batch.size()) batch.insert(batch.begin(), d.size() - batch.size(), 1);
+    for (size_t k = 0; k < d.size(); ++k) {
+      int64_t& b = batch[batch.size() - d.size() + k];
+      if (b == 1) b = d[k];
+    }
+  }
+  Advanced a{-1, {}, 0};
+  std::vector<Value> parts;
+  for (int64_t d = 0; d < static_cast<int64_t>(indices.size()); ++d) {
+    Value i = indices[d];
+    if (i < 0) continue;
+    DType t = c.T(i).dtype;
+    if (t == DType::kPred || t == DType::kU8) {
+      throw LoweringError("boolean mask indices must be converted with nonzero() first");
+    }
+    a.index_dims.push_back(d);
+    parts.push_back(AsVector(c, ir::BroadcastTo(c.g, Wrap(c, i, sdims[d]), batch)));
+  }
+  if (parts.empty()) throw LoweringError("index needs at least one index tensor");
+  a.idx = ir::Concat(c.g, parts, static_cast<int64_t>(batch.size()));
+  bool adjacent = a.index_dims.back() - a.index_dims.front() + 1 ==
+                  static_cast<int64_t>(a.index_dims.size());
+  a.batch_at = adjacent ? a.index_dims.front() : 0;
+  return a;
+}
+
+V Index(Ctx& c) {
+  Value x = c.In("self");
+  Advanced a = AdvancedIndex(c, x, c.List("indices"));
+  return {ir::Reshape(c.g, ir::Gather(c.g, x, a.idx, a.index_dims, a.batch_at), c.out[0].dims)};
+}
+
+V IndexPut(Ctx& c) {
+  DType t = c.out[0].dtype;
+  Value x = Cast(c, c.In("self"), t);
+  Advanced a = AdvancedIndex(c, x, c.List("indices"));
+  // The update has the shape `self[indices]` would have.
+  Dims udims;
+  for (int64_t i = 0; i < c.T(x).rank(); ++i) {
+    if (std::find(a.index_dims.begin(), a.index_dims.end(), i) == a.index_dims.end()) {
+      udims.push_back(c.T(x).dims[i]);
+    }
+  }
+  Dims batch = c.T(a.idx).dims;
+  batch.pop_back();
+  udims.insert(udims.begin() + a.batch_at, batch.begin(), batch.end());
+  Value upd = Cast(c, c.In("values"), t, udims);
+  std::string op = c.Bool("accumulate", false) ? "add" : "";
+  return {ir::Scatter(c.g, x, a.idx, upd, a.index_dims, a.batch_at, Combiner(t, op))};
+}
+
+V IndexSelect(Ctx& c) {
+  Value x = Lift(c, c.In("self"));
+  int64_t dim = ir::WrapDim(c.Int("dim"), c.T(x).rank());
+  Value index = Lift(c, c.In("index"));
+  Value idx = AsVector(c, Wrap(c, index, c.T(x).dims[dim]));
+  return {ir::Reshape(c.g, ir::Gather(c.g, x, idx, {dim}, dim), c.out[0].dims)};
+}
+
+// index_add / index_copy / index_fill: rows of `self` along dim at `index` get `upd`.
+V IndexUpdate(Ctx& c, const char* source, const std::string& op) {
+  DType t = c.out[0].dtype;
+  Value x = Lift(c, Cast(c, c.In("self"), t));
+  int64_t dim = ir::WrapDim(c.Int("dim"), c.T(x).rank());
+  Value index = Lift(c, c.In("index"));
+  Dims udims = c.T(x).dims;
+  udims[dim] = c.T(index).dims[0];
+  Value src = Cast(c, c.In(source), t);
+  Value upd =
+      c.T(src).rank() == 0 ? ir::BroadcastTo(c.g, src, udims) : ir::Reshape(c.g, src, udims);
+  if (c.Has("alpha")) {
+    const char* mul = t == DType::kPred ? "stablehlo.and" : "stablehlo.multiply";
+    upd = ir::Binary(c.g, mul, upd, Cast(c, c.In("alpha"), t, udims));
+  }
+  Value idx = AsVector(c, Wrap(c, index, c.T(x).dims[dim]));
+  Value r = ir::Scatter(c.g, x, idx, upd, {dim}, dim, Combiner(t, op));
+  return {ir::Reshape(c.g, r, c.out[0].dims)};
+}
+
+// Inclusive prefix sum of a 1-D value in log2(n) shifted adds.
+Value PrefixSum(Ctx& c, Value x) {
+  int64_t n = c.T(x).dims[0];
+  Value zero = ir::Constant(c.g, 0, c.T(x).dtype);
+  for (int64_t k = 1; k < n; k *= 2) {
+    Value shifted = ir::Slice(c.g, ir::Pad(c.g, x, zero, {k}, {0}), {0}, {n});
+    x = ir::Binary(c.g, "stablehlo.add", x, shifted);
+  }
+  return x;
+}
+
+// Flat mask of masked_scatter and the source position each true element reads.
+std::pair<Value, Value> MaskPositions(Ctx& c, const Dims& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  Value mask = ir::Reshape(c.g, Cast(c, c.In("mask"), DType::kPred, dims), {n});
+  Value pos = PrefixSum(c, Cast(c, mask, DType::kS64));
+  return {mask, ir::Binary(c.g, "stablehlo.subtract", pos, Splat(c, 1, pos))};
+}
+
+V MaskedScatter(Ctx& c) {
+  const Type& out = c.out[0];
+  Value x = Cast(c, c.In("self"), out.dtype, out.dims);
+  Value src = Cast(c, c.In("source"), out.dtype);
+  int64_t m = c.T(src).numel();
+  if (m == 0 || out.numel() == 0) return {x};
+  auto [mask, pos] = MaskPositions(c, out.dims);
+  Type s64{DType::kS64, {}};
+  pos = ir::Clamp(c.g, Splat(c, 0, s64), pos, Splat(c, m - 1, s64));
+  Value taken = ir::Gather(c.g, ir::Reshape(c.g, src, {m}), AsVector(c, pos), {0}, 0);
+  Value flat = ir::Reshape(c.g, x, {out.numel()});
+  return {ir::Reshape(c.g, ir::Select(c.g, mask, taken, flat), out.dims)};
+}
+
+// Gradient of source: masked grad elements go back to their source positions.
+V MaskedScatterBackward(Ctx& c) {
+  const Type& out = c.out[0];
+  Value grad = Cast(c, c.In("grad_output"), out.dtype);
+  const Dims& gdims = c.T(grad).dims;
+  int64_t n = c.T(grad).numel(), m = out.numel();
+  if (n == 0 || m == 0) return {Splat(c, 0, out)};
+  auto [mask, pos] = MaskPositions(c, gdims);
+  // Unmasked elements get an out-of-bounds position, which scatter drops.
+  pos = ir::Select(c.g, mask, pos, Splat(c, m, pos));
+  Value r = ir::Scatter(c.g, Splat(c, 0, Type{out.dtype, {m}}), AsVector(c, pos),
+                        ir::Reshape(c.g, grad, {n}), {0}, 0, Combiner(out.dtype, "add"));
+  return {ir::Reshape(c.g, r, out.dims)};
+}
+
+V Embedding(Ctx& c) {
+  Value w = c.In("weight");
+  Value idx = AsVector(c, Wrap(c, c.In("indices"), c.T(w).dims[0]));
+  return {ir::Gather(c.g, w, idx, {0}, 0)};
+}
+
+// Sums grad rows into a [num_weights, D] table; padding_idx rows get nothing.
+V EmbeddingDenseBackward(Ctx& c) {
+  DType t = c.out[0].dtype;
+  Value grad = Cast(c, c.In("grad_output"), t);
+  int64_t n = c.Int("num_weights"), pad = c.Int("padding_idx", -1);
+  Value ind = Wrap(c, c.In("indices"), n);
+  const Dims& idims = c.T(ind).dims;
+  Value idx = AsVector(c, ind);
+  Dims gdims = c.T(grad).dims;
+  Dims row_dims(gdims.begin() + static_cast<int64_t>(idims.size()), gdims.end());
+  Dims bmap(idims.size());
+  for (size_t i = 0; i < idims.size(); ++i) bmap[i] = static_cast<int64_t>(i);
+  auto per_index = [&](Value v) { return ir::BroadcastInDim(c.g, v, gdims, bmap); };
+  if (pad >= 0) {
+    Value keep = ir::Compare(c.g, ind, Splat(c, pad, ind), "NE");
+    grad = ir::Select(c.g, per_index(keep), grad, Splat(c, 0, grad));
+  }
+  if (c.Bool("scale_grad_by_freq", false)) {
+    Value counts = ir::Scatter(c.g, Splat(c, 0, Type{t, {n}}), idx, Splat(c, 1, Type{t, idims}),
+                               {0}, 0, Combiner(t, "add"));
+    Value per = ir::Gather(c.g, counts, idx, {0}, 0);
+    grad = ir::Binary(c.g, "stablehlo.divide", grad, per_index(per));
+  }
+  Dims table{n};
+  table.insert(table.end(), row_dims.begin(), row_dims.end());
+  return {ir::Scatter(c.g, Splat(c, 0, Type{t, table}), idx, grad, {0}, 0, Combiner(t, "add"))};
+}
+
+// Comparator for sort: NaN sorts as the largest value (PyTorch), -0 == +0.
+std::shared_ptr<ir::Graph> SortComparator(DType t, bool descending) {
+  auto r = std::make_shared<ir::Graph>();
+  Type s{t, {}}, i{DType::kS64, {}};
+  Value a = r->Param(s), b = r->Param(s);
+  r->Param(i);
+  r->Param(i);
+  Value less = descending ? ir::Compare(*r, a, b, "GT") : ir::Compare(*r, a, b, "LT");
+  if (rt::IsFloat(t)) {
+    Value a_nan = ir::Compare(*r, a, a, "NE"), b_nan = ir::Compare(*r, b, b, "NE");
+    // Ascending: a < b also when only b is NaN; descending: when only a is NaN.
+    Value first = descending ? a_nan : b_nan, second = descending ? b_nan : a_nan;
+    Value nan_first = ir::Binary(*r, "stablehlo.and", first,
+                                 ir::Unary(*r, "stablehlo.not", second));
+    less = ir::Binary(*r, "stablehlo.or", less, nan_first);
+  }
+  r->results = {less};
+  return r;
+}
+
+// Stable sort of x along dim: (values, s64 indices).
+V SortAlong(Ctx& c, Value x, int64_t dim, bool descending) {
+  const Type& t = c.T(x);
+  Value iota = ir::Iota(c.g, {DType::kS64, t.dims}, dim);
+  return c.g.Op("stablehlo.sort", {x, iota}, {t, c.T(iota)},
+                "dimension = " + std::to_string(dim) + " : i64, is_stable = true",
+                {SortComparator(t.dtype, descending)});
+}
+
+V Sort(Ctx& c) {
+  Value x = Lift(c, c.In("self"));
+  V r = SortAlong(c, x, ir::WrapDim(c.Int("dim", -1), c.T(x).rank()), c.Bool("descending", false));
+  return {ir::Reshape(c.g, r[0], c.out[0].dims), ir::Reshape(c.g, r[1], c.out[1].dims)};
+}
+
+V TopK(Ctx& c) {
+  Value x = Lift(c, c.In("self"));
+  int64_t dim = ir::WrapDim(c.Int("dim", -1), c.T(x).rank());
+  V r = SortAlong(c, x, dim, c.Bool("largest", true));
+  Dims limit = c.T(x).dims;
+  limit[dim] = c.Int("k");
+  Dims zero(limit.size(), 0);
+  return {ir::Reshape(c.g, ir::Slice(c.g, r[0], zero, limit), c.out[0].dims),
+          ir::Reshape(c.g, ir::Slice(c.g, r[1], zero, limit), c.out[1].dims)};
+}
+
+}  // namespace
+
+void AddIndexRules(RuleMap& m) {
+  m["aten::_index_put_impl"] = IndexPut;
+  m["aten::_unsafe_index.Tensor"] = Index;
+  m["aten::_unsafe_index_put"] = IndexPut;
+  m["aten::embedding"] = Embedding;
+  m["aten::embedding_dense_backward"] = EmbeddingDenseBackward;
+  m["aten::gather"] = GatherRule;
+  m["aten::index.Tensor"] = Index;
+  m["aten::index_add"] = +[](Ctx& c) { return IndexUpdate(c, "source", "add"); };
+  m["aten::index_copy"] = +[](Ctx& c) { return IndexUpdate(c, "source", ""); };
+  m["aten::index_fill"] = +[](Ctx& c) { return IndexUpdate(c, "value", ""); };
+  m["aten::index_put"] = IndexPut;
+  m["aten::index_select"] = IndexSelect;
+  m["aten::masked_scatter"] = MaskedScatter;
+  m["aten::masked_scatter_backward"] = MaskedScatterBackward;
+  m["aten::scatter.reduce"] = +[](Ctx& c) { return ScatterAlong(c, c.Str("reduce", "")); };
+  m["aten::scatter.src"] = +[](Ctx& c) { return ScatterAlong(c, ""); };
+  m["aten::scatter.value"] = +[](Ctx& c) { return ScatterAlong(c, ""); };
+  m["aten::scatter.value_reduce"] = +[](Ctx& c) { return ScatterAlong(c, c.Str("reduce", "")); };
+  m["aten::scatter_add"] = +[](Ctx& c) { return ScatterAlong(c, "add"); };
+  m["aten::scatter_reduce.two"] = ScatterReduce;
+  m["aten::sort"] = Sort;
+  m["aten::sort.stable"] = Sort;
+  m["aten::topk"] = TopK;
+}
 
 }  // namespace tpu::lowering

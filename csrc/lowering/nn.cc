@@ -1,9 +1,1009 @@
-// TODO(family owner): rules for this family.
+// Neural-network ops: activations (+backward), norms, losses, convolution, pooling, dropout.
+// Half types are computed in f32 and rounded once, as PyTorch's CPU kernels do.
+#include <cmath>
+#include <string>
+
 #include "lowering/helpers.h"
 #include "lowering/rule_table.h"
 
 namespace tpu::lowering {
+namespace {
 
-void AddNnRules(RuleMap& m) { (void)m; }
+using V = std::vector<Value>;
+
+DType AccOf(DType t) { return t == DType::kBF16 || t == DType::kF16 ? DType::kF32 : t; }
+
+Value Add(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.add", a, b); }
+Value Sub(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.subtract", a, b); }
+Value Mul(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.multiply", a, b); }
+Value Div(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.divide", a, b); }
+Value And(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.and", a, b); }
+Value Or(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.or", a, b); }
+Value Un(Ctx& c, const char* op, Value x) { return ir::Unary(c.g, op, x); }
+Value Cmp(Ctx& c, Value a, Value b, const char* dir) { return ir::Compare(c.g, a, b, dir); }
+Value Sel(Ctx& c, Value p, Value a, Value b) { return ir::Select(c.g, p, a, b); }
+Value K(Ctx& c, double v, Value like) { return Splat(c, v, like); }
+Value Scale(Ctx& c, Value x, double v) { return Mul(c, x, K(c, v, x)); }
+
+// Named tensor in the compute dtype of output 0, broadcast to its dims.
+Value Arg(Ctx& c, const char* name) {
+  return Cast(c, c.In(name), AccOf(c.out[0].dtype), c.out[0].dims);
+}
+// A Scalar argument shaped and typed like `like`.
+Value ScalarLike(Ctx& c, const char* name, Value like) {
+  return Cast(c, c.In(name), c.T(like).dtype, c.T(like).dims);
+}
+V Done(Ctx& c, Value v) { return {Cast(c, v, c.out[0].dtype)}; }
+
+Value Sum(Ctx& c, Value x, const Dims& dims) {
+  return ir::Reduce(c.g, x, ir::Constant(c.g, 0, c.T(x).dtype), dims, "stablehlo.add");
+}
+Dims AllDims(int64_t rank) {
+  Dims d;
+  for (int64_t i = 0; i < rank; ++i) d.push_back(i);
+  return d;
+}
+Dims AllBut(int64_t rank, int64_t skip) {
+  Dims d;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (i != skip) d.push_back(i);
+  }
+  return d;
+}
+int64_t Numel(const Dims& d) {
+  int64_t n = 1;
+  for (int64_t x : d) n *= x;
+  return n;
+}
+
+// Result i typed as the Meta kernel says; zeros when the output is empty or masked off.
+Value Zeros(Ctx& c, size_t i) {
+  if (i >= c.out.size() || c.out[i].dtype == DType::kInvalid)
+    return ir::Constant(c.g, 0, DType::kF32);
+  return Splat(c, 0, c.out[i]);
+}
+Value OutAs(Ctx& c, size_t i, Value v) {
+  if (i >= c.out.size() || c.out[i].numel() == 0) return Zeros(c, i);
+  return ir::Reshape(c.g, Cast(c, v, c.out[i].dtype), c.out[i].dims);
+}
+bool Mask(Ctx& c, size_t i) {
+  Dims m = c.Ints("output_mask");
+  return i >= m.size() || m[i] != 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activations.
+
+V Relu(Ctx& c) {
+  Value x = Arg(c, "self");
+  return Done(c, Sel(c, Cmp(c, x, K(c, 0, x), "LT"), K(c, 0, x), x));  // NaN passes through
+}
+
+V Threshold(Ctx& c) {
+  Value x = Arg(c, "self");
+  Value le = Cmp(c, x, ScalarLike(c, "threshold", x), "LE");
+  return Done(c, Sel(c, le, ScalarLike(c, "value", x), x));
+}
+
+V ThresholdBackward(Ctx& c) {
+  Value g = Arg(c, "grad_output"), x = Arg(c, "self");
+  return Done(c, Sel(c, Cmp(c, x, ScalarLike(c, "threshold", x), "LE"), K(c, 0, g), g));
+}
+
+constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2 / pi)
+constexpr double kGeluKappa = 0.044715;
+
+V Gelu(Ctx& c) {
+  Value x = Arg(c, "self");
+  Value inner;
+  if (c.Str("approximate", "none") == "tanh") {
+    Value x3 = Mul(c, Mul(c, x, x), x);
+    inner = Un(c, "stablehlo.tanh", Scale(c, Add(c, x, Scale(c, x3, kGeluKappa)), kSqrt2OverPi));
+  } else {
+    inner = Un(c, "chlo.erf", Scale(c, x, M_SQRT1_2));
+  }
+  return Done(c, Mul(c, Scale(c, x, 0.5), Add(c, K(c, 1, x), inner)));
+}
+
+V GeluBackward(Ctx& c) {
+  Value g = Arg(c, "grad_output"), x = Arg(c, "self");
+  Value one = K(c, 1, x);
+  if (c.Str("approximate", "none") == "tanh") {
+    Value x2 = Mul(c, x, x);
+    Value inner = Scale(c, Add(c, x, Scale(c, Mul(c, x2, x), kGeluKappa)), kSqrt2OverPi);
+    Value t = Un(c, "stablehlo.tanh", inner);
+    Value left = Scale(c, x, 0.5), right = Add(c, one, t);
+    Value dinner = Scale(c, Add(c, one, Scale(c, x2, 3 * kGeluKappa)), kSqrt2OverPi);
+    Value dright = Mul(c, Mul(c, left, Sub(c, one, Mul(c, t, t))), dinner);
+    return Done(c, Mul(c, g, Add(c, Scale(c, right, 0.5), dright)));
+  }
+  Value cdf = Scale(c, Add(c, one, Un(c, "chlo.erf", Scale(c, x, M_SQRT1_2))), 0.5);
+  Value pdf = Scale(c, Un(c, "stablehlo.exponential", Scale(c, Mul(c, x, x), -0.5)),
+                    M_2_SQRTPI * M_SQRT1_2 * 0.5);
+  return Done(c, Mul(c, g, Add(c, cdf, Mul(c, x, pdf))));
+}
+
+Value Sigmoid(Ctx& c, Value x) {
+  return Div(c, K(c, 1, x),
+             Add(c, K(c, 1, x), Un(c, "stablehlo.exponential", Un(c, "stablehlo.negate", x))));
+}
+
+V Silu(Ctx& c) {
+  Value x = Arg(c, "self");
+  return Done(
+      c,
+      Div(c, x, Add(c, K(c, 1, x), Un(c, "stablehlo.exponential", Un(c, "stablehlo.negate", x)))));
+}
+
+V SiluBackward(Ctx& c) {
+  Value g = Arg(c, "grad_output"), x = Arg(c, "self");
+  Value s = Sigmoid(c, x), one = K(c, 1, x);
+  return Done(c, Mul(c, Mul(c, g, s), Add(c, one, Mul(c, x, Sub(c, one, s)))));
+}
+
+V LeakyRelu(Ctx& c) {
+  Value x = Arg(c, "self");
+  Value neg = Mul(c, x, ScalarLike(c, "negative_slope", x));
+  return Done(c, Sel(c, Cmp(c, x, K(c, 0, x), "GT"), x, neg));
+}
+
+V LeakyReluBackward(Ctx& c) {
+  Value g = Arg(c, "grad_output"), x = Arg(c, "self");
+  Value neg = Mul(c, g, ScalarLike(c, "negative_slope", g));
+  return Done(c, Sel(c, Cmp(c, x, K(c, 0, x), "GT"), g, neg));
+}
+
+V Hardtanh(Ctx& c) {
+  Value x = Arg(c, "self");
+  Value lo = ScalarLike(c, "min_val", x), hi = ScalarLike(c, "max_val", x);
+  Value r = Sel(c, Cmp(c, x, hi, "GT"), hi, x);
+  return Done(c, Sel(c, Cmp(c, x, lo, "LT"), lo, r));
+}
+
+V HardtanhBackward(Ctx& c) {
+  Value g = Arg(c, "grad_output"), x = Arg(c, "self");
+  Value out = Or(c, Cmp(c, x, ScalarLike(c, "min_val", x), "LE"),
+                 Cmp(c, x, ScalarLike(c, "max_val", x), "GE"));
+  return Done(c, Sel(c, out, K(c, 0, g), g));
+}
+
+V Softplus(Ctx& c) {
+  Value x = Arg(c, "self");
+  Value beta = ScalarLike(c, "beta", x);
+  Value bx = Mul(c, x, beta);
+  Value soft = Div(c, Un(c, "stablehlo.log_plus_one", Un(c, "stablehlo.exponential", bx)), beta);
+  return Done(c, Sel(c, Cmp(c, bx, ScalarLike(c, "threshold", x), "GT"), x, soft));
+}
+
+V SoftplusBackward(Ctx& c) {
+  Value g = Arg(c, "grad_output"), x = Arg(c, "self");
+  Value bx = Mul(c, x, ScalarLike(c, "beta", x));
+  Value z = Un(c, "stablehlo.exponential", bx);
+  Value soft = Div(c, Mul(c, g, z), Add(c, z, K(c, 1, z)));
+  return Done(c, Sel(c, Cmp(c, bx, ScalarLike(c, "threshold", x), "GT"), g, soft));
+}
+
+V Elu(Ctx& c) {
+  Value x = Arg(c, "self");
+  Value negcoef = Mul(c, ScalarLike(c, "alpha", x), ScalarLike(c, "scale", x));
+  Value neg =
+      Mul(c, Un(c, "stablehlo.exponential_minus_one", Mul(c, x, ScalarLike(c, "input_scale", x))),
+          negcoef);
+  Value pos = Mul(c, x, ScalarLike(c, "scale", x));
+  return Done(c, Sel(c, Cmp(c, x, K(c, 0, x), "LE"), neg, pos));
+}
+
+V EluBackward(Ctx& c) {
+  Value g = Arg(c, "grad_output"), y = Arg(c, "self_or_result");
+  Value negcoef = Mul(c, ScalarLike(c, "alpha", y), ScalarLike(c, "scale", y));
+  Value in_scale = ScalarLike(c, "input_scale", y);
+  Value neg = c.Bool("is_result", false) ? Mul(c, Mul(c, g, in_scale), Add(c, y, negcoef))
+                                         : Mul(c, Mul(c, Mul(c, g, in_scale), negcoef),
+                                               Un(c, "stablehlo.exponential", Mul(c, y, in_scale)));
+  Value pos = Mul(c, g, ScalarLike(c, "scale", y));
+  return Done(c, Sel(c, Cmp(c, y, K(c, 0, y), "LE"), neg, pos));
+}
+
+Value Relu6(Ctx& c, Value x) { return ir::Clamp(c.g, K(c, 0, x), x, K(c, 6, x)); }
+
+V Hardsigmoid(Ctx& c) {
+  Value x = Arg(c, "self");
+  return Done(c, Div(c, Relu6(c, Add(c, x, K(c, 3, x))), K(c, 6, x)));
+}
+
+V HardsigmoidBackward(Ctx& c) {
+  Value g = Arg(c, "grad_output"), x = Arg(c, "self");
+  Value in = And(c, Cmp(c, x, K(c, -3, x), "GT"), Cmp(c, x, K(c, 3, x), "LT"));
+  return Done(c, Sel(c, in, Div(c, g, K(c, 6, g)), K(c, 0, g)));
+}
+
+V Hardswish(Ctx& c) {
+  Value x = Arg(c, "self");
+  return Done(c, Div(c, Mul(c, x, Relu6(c, Add(c, x, K(c, 3, x)))), K(c, 6, x)));
+}
+
+V HardswishBackward(Ctx& c) {
+  Value g = Arg(c, "grad_output"), x = Arg(c, "self");
+  Value mid = Mul(c, g, Add(c, Div(c, x, K(c, 3, x)), K(c, 0.5, x)));
+  Value r = Sel(c, Cmp(c, x, K(c, 3, x), "LE"), mid, g);
+  return Done(c, Sel(c, Cmp(c, x, K(c, -3, x), "LT"), K(c, 0, g), r));
+}
+
+Value TanhSoftplus(Ctx& c, Value x) {
+  return Un(c, "stablehlo.tanh",
+            Un(c, "stablehlo.log_plus_one", Un(c, "stablehlo.exponential", x)));
+}
+
+V Mish(Ctx& c) {
+  Value x = Arg(c, "self");
+  return Done(c, Mul(c, x, TanhSoftplus(c, x)));
+}
+
+V MishBackward(Ctx& c) {
+  Value g = Arg(c, "grad_output"), x = Arg(c, "self");
+  Value t = TanhSoftplus(c, x);
+  Value d = Add(c, t, Mul(c, Mul(c, x, Sigmoid(c, x)), Sub(c, K(c, 1, t), Mul(c, t, t))));
+  return Done(c, Mul(c, g, d));
+}
+
+V Prelu(Ctx& c) {
+  Value x = Arg(c, "self"), w = Arg(c, "weight");
+  return Done(c, Sel(c, Cmp(c, x, K(c, 0, x), "GT"), x, Mul(c, w, x)));
+}
+
+// Both grads have self's shape (Meta); prelu's composite sums the weight grad.
+V PreluBackward(Ctx& c) {
+  Value g = Arg(c, "grad_output"), x = Arg(c, "self"), w = Arg(c, "weight");
+  Value pos = Cmp(c, x, K(c, 0, x), "GT");
+  Value gi = Sel(c, pos, g, Mul(c, w, g));
+  Value gw = Sel(c, pos, K(c, 0, g), Mul(c, x, g));
+  return {OutAs(c, 0, gi), OutAs(c, 1, gw)};
+}
+
+V DropoutBackward(Ctx& c) {
+  Value g = Arg(c, "grad_output"), m = Arg(c, "mask");
+  return Done(c, Scale(c, Mul(c, g, m), c.Double("scale", 1)));  // scale is a float, not a Scalar
+}
+
+// ---------------------------------------------------------------------------------------------
+// Normalization.
+
+// x (already in the compute dtype) broadcast from `stat` whose dims are x's `mapping` dims.
+Value Bc(Ctx& c, Value stat, Value like, const Dims& mapping) {
+  return ir::BroadcastInDim(c.g, stat, c.T(like).dims, mapping);
+}
+
+Value Rsqrt(Ctx& c, Value var, double eps) {
+  return Un(c, "stablehlo.rsqrt", Add(c, var, K(c, eps, var)));
+}
+
+V LayerNorm(Ctx& c) {
+  DType acc = AccOf(c.out[0].dtype);
+  Value x = Cast(c, c.In("input"), acc);
+  const Dims dims = c.T(x).dims;
+  int64_t rank = c.T(x).rank();
+  int64_t axis = rank - static_cast<int64_t>(c.Ints("normalized_shape").size());
+  Dims outer = AllDims(axis), red;
+  for (int64_t i = axis; i < rank; ++i) red.push_back(i);
+  double m = static_cast<double>(Numel(Dims(dims.begin() + axis, dims.end())));
+  Value mean = Scale(c, Sum(c, x, red), 1 / m);
+  Value xc = Sub(c, x, Bc(c, mean, x, outer));
+  Value rstd = Rsqrt(c, Scale(c, Sum(c, Mul(c, xc, xc), red), 1 / m), c.Double("eps", 1e-5));
+  Value y = Mul(c, xc, Bc(c, rstd, x, outer));
+  if (c.Has("weight")) y = Mul(c, y, Cast(c, c.In("weight"), acc, dims));
+  if (c.Has("bias")) y = Add(c, y, Cast(c, c.In("bias"), acc, dims));
+  return {Cast(c, y, c.out[0].dtype), OutAs(c, 1, mean), OutAs(c, 2, rstd)};
+}
+
+V LayerNormBackward(Ctx& c) {
+  DType acc = AccOf(c.out[0].dtype);
+  Value x = Cast(c, c.In("input"), acc), dy = Cast(c, c.In("grad_out"), acc);
+  const Dims dims = c.T(x).dims;
+  int64_t rank = c.T(x).rank();
+  int64_t axis = rank - static_cast<int64_t>(c.Ints("normalized_shape").size());
+  Dims outer = AllDims(axis), red;
+  for (int64_t i = axis; i < rank; ++i) red.push_back(i);
+  Dims stat_dims(dims.begin(), dims.begin() + axis);
+  double m = static_cast<double>(Numel(Dims(dims.begin() + axis, dims.end())));
+  auto stat = [&](const char* n) {
+    return Bc(c, ir::Reshape(c.g, Cast(c, c.In(n), acc), stat_dims), x, outer);
+  };
+  Value rstd = stat("rstd");
+  Value xhat = Mul(c, Sub(c, x, stat("mean")), rstd);
+  V r(3);
+  if (Mask(c, 0)) {
+    Value gw = c.Has("weight") ? Mul(c, dy, Cast(c, c.In("weight"), acc, dims)) : dy;
+    Value s1 = Bc(c, Sum(c, gw, red), x, outer);
+    Value s2 = Bc(c, Sum(c, Mul(c, gw, xhat), red), x, outer);
+    Value proj = Scale(c, Add(c, s1, Mul(c, xhat, s2)), 1 / m);
+    r[0] = OutAs(c, 0, Mul(c, rstd, Sub(c, gw, proj)));
+  } else {
+    r[0] = Zeros(c, 0);
+  }
+  r[1] = Mask(c, 1) ? OutAs(c, 1, Sum(c, Mul(c, dy, xhat), outer)) : Zeros(c, 1);
+  r[2] = Mask(c, 2) ? OutAs(c, 2, Sum(c, dy, outer)) : Zeros(c, 2);
+  return r;
+}
+
+// Channel vector `name` (dims [C]) broadcast along dim 1 of `like`, or nullopt-like -1.
+Value Channel(Ctx& c, const char* name, Value like) {
+  if (!c.Has(name)) return -1;
+  return Bc(c, Cast(c, c.In(name), c.T(like).dtype), like, {1});
+}
+
+V GroupNorm(Ctx& c) {
+  DType acc = AccOf(c.out[0].dtype);
+  Value x0 = Cast(c, c.In("input"), acc);
+  const Dims dims = c.T(x0).dims;
+  int64_t n = c.Int("N"), ch = c.Int("C"), hw = c.Int("HxW"), g = c.Int("group");
+  Value x = ir::Reshape(c.g, x0, {n, g, ch / g * hw});
+  double m = static_cast<double>(ch / g * hw);
+  Value mean = Scale(c, Sum(c, x, {2}), 1 / m);
+  Value xc = Sub(c, x, Bc(c, mean, x, {0, 1}));
+  Value rstd = Rsqrt(c, Scale(c, Sum(c, Mul(c, xc, xc), {2}), 1 / m), c.Double("eps", 1e-5));
+  Value y = ir::Reshape(c.g, Mul(c, xc, Bc(c, rstd, x, {0, 1})), {n, ch, hw});
+  if (c.Has("weight")) y = Mul(c, y, Channel(c, "weight", y));
+  if (c.Has("bias")) y = Add(c, y, Channel(c, "bias", y));
+  return {OutAs(c, 0, ir::Reshape(c.g, y, dims)), OutAs(c, 1, mean), OutAs(c, 2, rstd)};
+}
+
+V GroupNormBackward(Ctx& c) {
+  DType acc = AccOf(c.out[0].dtype);
+  int64_t n = c.Int("N"), ch = c.Int("C"), hw = c.Int("HxW"), g = c.Int("group");
+  Dims d4{n, g, ch / g, hw};
+  Value x = ir::Reshape(c.g, Cast(c, c.In("input"), acc), d4);
+  Value dy = ir::Reshape(c.g, Cast(c, c.In("grad_out"), acc), d4);
+  auto stat = [&](const char* s) {
+    return Bc(c, ir::Reshape(c.g, Cast(c, c.In(s), acc), {n, g}), x, {0, 1});
+  };
+  Value rstd = stat("rstd");
+  Value xhat = Mul(c, Sub(c, x, stat("mean")), rstd);
+  V r(3);
+  if (Mask(c, 0)) {
+    Value gdy = dy;
+    if (c.Has("weight")) {
+      Value w = ir::Reshape(c.g, Cast(c, c.In("weight"), acc), {g, ch / g});
+      gdy = Mul(c, dy, Bc(c, w, x, {1, 2}));
+    }
+    Value s1 = Bc(c, Sum(c, gdy, {2, 3}), x, {0, 1});
+    Value s2 = Bc(c, Sum(c, Mul(c, gdy, xhat), {2, 3}), x, {0, 1});
+    Value proj = Scale(c, Add(c, s1, Mul(c, xhat, s2)), 1.0 / static_cast<double>(ch / g * hw));
+    r[0] = OutAs(c, 0, Mul(c, rstd, Sub(c, gdy, proj)));
+  } else {
+    r[0] = Zeros(c, 0);
+  }
+  r[1] = Mask(c, 1) ? OutAs(c, 1, Sum(c, Mul(c, dy, xhat), {0, 3})) : Zeros(c, 1);
+  r[2] = Mask(c, 2) ? OutAs(c, 2, Sum(c, dy, {0, 3})) : Zeros(c, 2);
+  return r;
+}
+
+// Batch norm over all dims but 1. Returns out, save_mean, save_invstd, new running mean/var.
+V BatchNorm(Ctx& c, bool training, bool functional) {
+  DType acc = AccOf(c.out[0].dtype);
+  Value x = Cast(c, c.In("input"), acc);
+  int64_t rank = c.T(x).rank();
+  Dims red = AllBut(rank, 1);
+  double m = static_cast<double>(c.T(x).numel() / c.T(x).dims[1]);
+  double eps = c.Double("eps", 1e-5), mom = c.Double("momentum", 0.1);
+  bool stats = c.Has("running_mean") && c.Has("running_var");
+  Value mean, var, rm = -1, rv = -1;
+  if (stats) {
+    rm = Cast(c, c.In("running_mean"), acc);
+    rv = Cast(c, c.In("running_var"), acc);
+  }
+  if (training || !stats) {
+    mean = Scale(c, Sum(c, x, red), 1 / m);
+    Value xc = Sub(c, x, Bc(c, mean, x, {1}));
+    var = Scale(c, Sum(c, Mul(c, xc, xc), red), 1 / m);
+  } else {
+    mean = rm;
+    var = rv;
+  }
+  Value invstd = Rsqrt(c, var, eps);
+  Value y = Mul(c, Sub(c, x, Bc(c, mean, x, {1})), Bc(c, invstd, x, {1}));
+  if (c.Has("weight")) y = Mul(c, y, Channel(c, "weight", y));
+  if (c.Has("bias")) y = Add(c, y, Channel(c, "bias", y));
+  V r{Cast(c, y, c.out[0].dtype), OutAs(c, 1, mean), OutAs(c, 2, invstd)};
+  if (functional) {
+    if (training && stats) {
+      Value keep = K(c, 1 - mom, rm), unbiased = Scale(c, var, m / std::max(m - 1, 1.0));
+      rm = Add(c, Mul(c, keep, rm), Scale(c, mean, mom));
+      rv = Add(c, Mul(c, keep, rv), Scale(c, unbiased, mom));
+    }
+    r.push_back(OutAs(c, 3, rm));
+    r.push_back(OutAs(c, 4, rv));
+  }
+  return r;
+}
+
+V BatchNormBackward(Ctx& c) {
+  DType acc = AccOf(c.out[0].dtype);
+  Value x = Cast(c, c.In("input"), acc), dy = Cast(c, c.In("grad_out"), acc);
+  int64_t rank = c.T(x).rank();
+  Dims red = AllBut(rank, 1);
+  double m = static_cast<double>(c.T(x).numel() / c.T(x).dims[1]);
+  bool train = c.Bool("train", false);
+  Value mean, invstd;
+  if (train) {
+    mean = Cast(c, c.In("save_mean"), acc);
+    invstd = Cast(c, c.In("save_invstd"), acc);
+  } else {
+    mean = Cast(c, c.In("running_mean"), acc);
+    invstd = Rsqrt(c, Cast(c, c.In("running_var"), acc), c.Double("eps", 1e-5));
+  }
+  Value xmu = Sub(c, x, Bc(c, mean, x, {1}));
+  Value sum_dy = Sum(c, dy, red), dot = Sum(c, Mul(c, dy, xmu), red);
+  V r(3);
+  if (Mask(c, 0)) {
+    Value scale = invstd;
+    if (c.Has("weight")) scale = Mul(c, scale, Cast(c, c.In("weight"), acc));
+    Value gi = dy;
+    if (train) {
+      Value proj = Scale(c, Mul(c, dot, Mul(c, invstd, invstd)), 1 / m);
+      gi = Sub(c, Sub(c, dy, Mul(c, xmu, Bc(c, proj, x, {1}))),
+               Bc(c, Scale(c, sum_dy, 1 / m), x, {1}));
+    }
+    r[0] = OutAs(c, 0, Mul(c, gi, Bc(c, scale, x, {1})));
+  } else {
+    r[0] = Zeros(c, 0);
+  }
+  r[1] = Mask(c, 1) ? OutAs(c, 1, Mul(c, dot, invstd)) : Zeros(c, 1);
+  r[2] = Mask(c, 2) ? OutAs(c, 2, sum_dy) : Zeros(c, 2);
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Losses. reduction: 0 none, 1 mean, 2 sum.
+
+Value Reduce(Ctx& c, Value loss) {
+  int64_t red = c.Int("reduction", 1);
+  if (red == 0) return loss;
+  Value s = Sum(c, loss, AllDims(c.T(loss).rank()));
+  return red == 1 ? Scale(c, s, 1.0 / static_cast<double>(c.T(loss).numel())) : s;
+}
+// The gradient of Reduce: grad_output broadcast, divided by numel for mean.
+Value ReduceGrad(Ctx& c, Value like) {
+  Value g = Cast(c, c.In("grad_output"), c.T(like).dtype, c.T(like).dims);
+  if (c.Int("reduction", 1) != 1) return g;
+  return Scale(c, g, 1.0 / static_cast<double>(c.T(like).numel()));
+}
+Value LossArg(Ctx& c, const char* name) {
+  Value self = c.In("self");
+  return Cast(c, c.In(name), AccOf(c.out[0].dtype), c.T(self).dims);
+}
+
+V MseLoss(Ctx& c) {
+  Value d = Sub(c, LossArg(c, "self"), LossArg(c, "target"));
+  return Done(c, Reduce(c, Mul(c, d, d)));
+}
+
+V MseLossBackward(Ctx& c) {
+  Value d = Sub(c, LossArg(c, "self"), LossArg(c, "target"));
+  return Done(c, Mul(c, Scale(c, d, 2), ReduceGrad(c, d)));
+}
+
+V BinaryCrossEntropy(Ctx& c) {
+  Value x = LossArg(c, "self"), y = LossArg(c, "target");
+  Value floor = K(c, -100, x);
+  Value log_x = ir::Binary(c.g, "stablehlo.maximum", Un(c, "stablehlo.log", x), floor);
+  Value log_1mx = ir::Binary(c.g, "stablehlo.maximum",
+                             Un(c, "stablehlo.log_plus_one", Un(c, "stablehlo.negate", x)), floor);
+  Value loss = Sub(c, Mul(c, Sub(c, y, K(c, 1, y)), log_1mx), Mul(c, y, log_x));
+  if (c.Has("weight")) loss = Mul(c, loss, LossArg(c, "weight"));
+  return Done(c, Reduce(c, loss));
+}
+
+V BinaryCrossEntropyBackward(Ctx& c) {
+  Value x = LossArg(c, "self"), y = LossArg(c, "target");
+  Value denom =
+      ir::Binary(c.g, "stablehlo.maximum", Mul(c, Sub(c, K(c, 1, x), x), x), K(c, 1e-12, x));
+  Value gi = Mul(c, ReduceGrad(c, x), Div(c, Sub(c, x, y), denom));
+  if (c.Has("weight")) gi = Mul(c, gi, LossArg(c, "weight"));
+  return Done(c, gi);
+}
+
+// Smooth L1 (huber = false, beta) and Huber (delta) share one shape.
+V SmoothLoss(Ctx& c, bool huber) {
+  double b = huber ? c.Double("delta", 1.0) : c.Double("beta", 1.0);
+  Value z = Un(c, "stablehlo.abs", Sub(c, LossArg(c, "self"), LossArg(c, "target")));
+  Value quad = Scale(c, Mul(c, z, z), huber ? 0.5 : (b == 0 ? 0 : 0.5 / b));
+  Value lin = Sub(c, z, K(c, 0.5 * b, z));
+  if (huber) lin = Scale(c, lin, b);
+  return Done(c, Reduce(c, Sel(c, Cmp(c, z, K(c, b, z), "LT"), quad, lin)));
+}
+
+V SmoothLossBackward(Ctx& c, bool huber) {
+  double b = huber ? c.Double("delta", 1.0) : c.Double("beta", 1.0);
+  Value d = Sub(c, LossArg(c, "self"), LossArg(c, "target"));
+  Value g = ReduceGrad(c, d);
+  double edge = huber ? b : 1;
+  Value mid = Mul(c, Scale(c, d, huber ? 1 : (b == 0 ? 0 : 1 / b)), g);
+  Value r = Sel(c, Cmp(c, d, K(c, b, d), "GE"), Scale(c, g, edge), mid);
+  return Done(c, Sel(c, Cmp(c, d, K(c, -b, d), "LE"), Scale(c, g, -edge), r));
+}
+
+// What nll_loss needs per target: one-hot hits, target weights (0 where ignored).
+struct Nll {
+  Value x, hit, keep, w;  // x/hit: self's shape; keep/w: target's shape
+  Dims tmap;              // dims of self the target maps to
+};
+
+Nll NllPrep(Ctx& c) {
+  Nll n;
+  DType acc = AccOf(c.T(c.In("self")).dtype);
+  n.x = Cast(c, c.In("self"), acc);
+  const Dims& dims = c.T(n.x).dims;
+  int64_t cdim = c.T(n.x).rank() == 1 ? 0 : 1;
+  n.tmap = AllBut(c.T(n.x).rank(), cdim);
+  Value t = Cast(c, c.In("target"), DType::kS64);
+  Value cls = ir::Iota(c.g, Type{DType::kS64, dims}, cdim);
+  n.hit = Cmp(c, cls, Bc(c, t, cls, n.tmap), "EQ");
+  n.keep = Cmp(c, t, Splat(c, static_cast<double>(c.Int("ignore_index", -100)), t), "NE");
+  Value w = K(c, 1, Cast(c, t, acc));
+  if (c.Has("weight")) {
+    Value wb = Bc(c, Cast(c, c.In("weight"), acc), n.x, {cdim});
+    w = Sum(c, Sel(c, n.hit, wb, K(c, 0, wb)), {cdim});
+  }
+  n.w = Sel(c, n.keep, w, K(c, 0, w));
+  return n;
+}
+
+V NllLoss(Ctx& c) {
+  Nll n = NllPrep(c);
+  int64_t cdim = c.T(n.x).rank() == 1 ? 0 : 1;
+  Value picked = Sum(c, Sel(c, n.hit, n.x, K(c, 0, n.x)), {cdim});
+  Value loss = Sel(c, n.keep, Mul(c, Un(c, "stablehlo.negate", picked), n.w), K(c, 0, n.w));
+  int64_t red = c.Int("reduction", 1);
+  if (red == 0) return {OutAs(c, 0, loss), Zeros(c, 1)};
+  Dims all = AllDims(c.T(loss).rank());
+  Value total = Sum(c, n.w, all), s = Sum(c, loss, all);
+  return {OutAs(c, 0, red == 1 ? Div(c, s, total) : s), OutAs(c, 1, total)};
+}
+
+V NllLossBackward(Ctx& c) {
+  Nll n = NllPrep(c);
+  Value coef = Un(c, "stablehlo.negate", n.w);
+  Value g = Cast(c, c.In("grad_output"), c.T(coef).dtype);
+  g = c.T(g).rank() == 0 ? ir::BroadcastInDim(c.g, g, c.T(coef).dims, {}) : g;
+  coef = Mul(c, coef, g);
+  if (c.Int("reduction", 1) == 1) {
+    Value total = Cast(c, c.In("total_weight"), c.T(coef).dtype);
+    coef = Div(c, coef, ir::BroadcastInDim(c.g, total, c.T(coef).dims, {}));
+  }
+  Value hit = And(c, n.hit, Bc(c, n.keep, n.hit, n.tmap));
+  return {OutAs(c, 0, Sel(c, hit, Bc(c, coef, n.x, n.tmap), K(c, 0, n.x)))};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Convolution (NC + spatial layout). Padding is applied with stablehlo.pad, which allows
+// negative (cropping) edges, so every convolution below runs with zero padding.
+
+Dims Expand(Dims v, size_t n, int64_t fill) {
+  if (v.empty()) v.push_back(fill);
+  if (v.size() == 1) v.resize(n, v[0]);
+  return v;
+}
+
+struct ConvParams {
+  size_t nsp;
+  Dims stride, pad, dil;
+  int64_t groups;
+};
+
+ConvParams Params(Ctx& c, size_t nsp) {
+  return {nsp, Expand(c.Ints("stride"), nsp, 1), Expand(c.Ints("padding"), nsp, 0),
+          Expand(c.Ints("dilation"), nsp, 1), c.Int("groups", 1)};
+}
+
+std::string Layout(const char* a, const char* b, size_t nsp) {
+  std::string s = std::string("[") + a + ", " + b;
+  for (size_t i = 0; i < nsp; ++i) s += ", " + std::to_string(i);
+  return s + "]";
+}
+
+Value Conv(Ctx& c, Value lhs, Value rhs, const Dims& out, const Dims& strides, const Dims& rhs_dil,
+           int64_t fgc, int64_t bgc, const std::string& layout) {
+  size_t nsp = out.size() - 2;
+  std::vector<Dims> zero(nsp, Dims{0, 0});
+  return c.g.Op1("stablehlo.convolution", {lhs, rhs}, Type{c.T(lhs).dtype, out},
+                 "window_strides = " + ir::I64Array(strides) + ", padding = " + ir::DenseI64(zero) +
+                     ", lhs_dilation = " + ir::I64Array(Dims(nsp, 1)) + ", rhs_dilation = " +
+                     ir::I64Array(rhs_dil) + ", dimension_numbers = " + layout +
+                     ", feature_group_count = " + std::to_string(fgc) +
+                     " : i64, batch_group_count = " + std::to_string(bgc) +
+                     " : i64, precision_config = [#stablehlo<precision HIGHEST>, "
+                     "#stablehlo<precision HIGHEST>]");
+}
+
+// Pads the spatial dims (2..) of x: lo[i] before, enough after to reach total[i], interior.
+Value PadSpatial(Ctx& c, Value x, const Dims& lo, const Dims& total, const Dims& interior) {
+  const Dims& d = c.T(x).dims;
+  Dims l{0, 0}, h{0, 0}, in{0, 0};
+  for (size_t i = 0; i < lo.size(); ++i) {
+    int64_t n = d[i + 2], s = interior.empty() ? 0 : interior[i];
+    l.push_back(lo[i]);
+    h.push_back(total[i] - lo[i] - (n + std::max<int64_t>(n - 1, 0) * s));
+    in.push_back(s);
+  }
+  return ir::Pad(c.g, x, ir::Constant(c.g, 0, c.T(x).dtype), l, h, in);
+}
+
+std::string ConvLayout(size_t nsp) {
+  return "#stablehlo.conv<" + Layout("b", "f", nsp) + "x" + Layout("o", "i", nsp) + "->" +
+         Layout("b", "f", nsp) + ">";
+}
+
+// y = conv(x, w) with out dims `out` (N, O, spatial...).
+Value ConvForward(Ctx& c, Value x, Value w, const Dims& out, const ConvParams& p) {
+  const Dims& wd = c.T(w).dims;
+  Dims total;
+  for (size_t i = 0; i < p.nsp; ++i) {
+    total.push_back((out[i + 2] - 1) * p.stride[i] + p.dil[i] * (wd[i + 2] - 1) + 1);
+  }
+  return Conv(c, PadSpatial(c, x, p.pad, total, {}), w, out, p.stride, p.dil, p.groups, 1,
+              ConvLayout(p.nsp));
+}
+
+// The input gradient of y = conv(x, w): a stride-1 conv of dy, dilated by the stride, with the
+// spatially reversed kernel whose in/out channels are swapped within each group.
+Value GradInput(Ctx& c, Value dy, Value w, const Dims& in, const ConvParams& p) {
+  Dims wd = c.T(w).dims;
+  int64_t g = p.groups, co = wd[0], ci_g = wd[1];
+  Dims split{g, co / g, ci_g}, perm{0, 2, 1}, spatial;
+  for (size_t i = 0; i < p.nsp; ++i) {
+    split.push_back(wd[i + 2]);
+    perm.push_back(static_cast<int64_t>(i) + 3);
+    spatial.push_back(static_cast<int64_t>(i) + 2);
+  }
+  Value wt = ir::Transpose(c.g, ir::Reshape(c.g, w, split), perm);
+  Dims wtd = wd;
+  wtd[0] = g * ci_g;
+  wtd[1] = co / g;
+  wt = ir::Reverse(c.g, ir::Reshape(c.g, wt, wtd), spatial);
+  Dims lo, total, interior;
+  for (size_t i = 0; i < p.nsp; ++i) {
+    int64_t reach = p.dil[i] * (wd[i + 2] - 1);
+    lo.push_back(reach - p.pad[i]);
+    total.push_back(in[i + 2] + reach);
+    interior.push_back(p.stride[i] - 1);
+  }
+  Value dyp = PadSpatial(c, dy, lo, total, interior);
+  return Conv(c, dyp, wt, in, Dims(p.nsp, 1), p.dil, g, 1, ConvLayout(p.nsp));
+}
+
+// The weight gradient of y = conv(x, w): correlates x with dy over the batch. Channels of x act
+// as the batch and are split into groups with batch_group_count.
+Value GradWeight(Ctx& c, Value x, Value dy, const Dims& wd, const ConvParams& p) {
+  const Dims& od = c.T(dy).dims;
+  Dims total;
+  for (size_t i = 0; i < p.nsp; ++i) {
+    total.push_back((wd[i + 2] - 1) * p.dil[i] + (od[i + 2] - 1) * p.stride[i] + 1);
+  }
+  std::string layout = "#stablehlo.conv<" + Layout("f", "b", p.nsp) + "x" +
+                       Layout("i", "o", p.nsp) + "->" + Layout("f", "b", p.nsp) + ">";
+  return Conv(c, PadSpatial(c, x, p.pad, total, {}), dy, wd, p.dil, p.stride, 1, p.groups, layout);
+}
+
+V Convolution(Ctx& c) {
+  DType acc = AccOf(c.out[0].dtype);
+  Value x = Cast(c, c.In("input"), acc), w = Cast(c, c.In("weight"), acc);
+  const Dims& out = c.out[0].dims;
+  if (c.T(x).rank() != c.T(w).rank()) throw LoweringError("unbatched convolution input");
+  ConvParams p = Params(c, out.size() - 2);
+  Value y = c.Bool("transposed", false) ? GradInput(c, x, w, out, p) : ConvForward(c, x, w, out, p);
+  if (c.Has("bias")) y = Add(c, y, Channel(c, "bias", y));
+  return Done(c, y);
+}
+
+V ConvolutionBackward(Ctx& c) {
+  DType acc = AccOf(c.out[0].dtype);
+  Value dy = Cast(c, c.In("grad_output"), acc), x = Cast(c, c.In("input"), acc);
+  Value w = Cast(c, c.In("weight"), acc);
+  const Dims xd = c.T(x).dims, wd = c.T(w).dims;
+  ConvParams p = Params(c, xd.size() - 2);
+  bool tr = c.Bool("transposed", false);
+  V r(3);
+  if (Mask(c, 0)) {
+    r[0] = OutAs(c, 0, tr ? ConvForward(c, dy, w, xd, p) : GradInput(c, dy, w, xd, p));
+  } else {
+    r[0] = Zeros(c, 0);
+  }
+  if (Mask(c, 1)) {
+    r[1] = OutAs(c, 1, tr ? GradWeight(c, dy, x, wd, p) : GradWeight(c, x, dy, wd, p));
+  } else {
+    r[1] = Zeros(c, 1);
+  }
+  r[2] = Mask(c, 2) ? OutAs(c, 2, Sum(c, dy, AllBut(c.T(dy).rank(), 1))) : Zeros(c, 2);
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2-D pooling over the last two dims, one strided slice ("tap") per kernel offset.
+
+struct Pool {
+  int64_t rank;
+  Dims in, out;  // full dims of input and output
+  Dims k, s, p, d;
+};
+
+Pool PoolOf(Ctx& c, const Dims& in, const Dims& out) {
+  Pool q{static_cast<int64_t>(in.size()), in, out, Expand(c.Ints("kernel_size"), 2, 1), {}, {}, {}};
+  q.s = c.Ints("stride").empty() ? q.k : Expand(c.Ints("stride"), 2, 1);
+  q.p = Expand(c.Ints("padding"), 2, 0);
+  q.d = Expand(c.Ints("dilation"), 2, 1);
+  return q;
+}
+
+// Zero-padded x such that tap (i, j) is a strided slice.
+Value PoolPad(Ctx& c, Value x, const Pool& q) {
+  Dims lo(q.rank, 0), hi(q.rank, 0);
+  for (int a = 0; a < 2; ++a) {
+    int64_t dim = q.rank - 2 + a;
+    lo[dim] = q.p[a];
+    hi[dim] = (q.out[dim] - 1) * q.s[a] + (q.k[a] - 1) * q.d[a] + 1 - q.in[dim] - q.p[a];
+  }
+  return ir::Pad(c.g, x, ir::Constant(c.g, 0, c.T(x).dtype), lo, hi);
+}
+
+// out[.., oh, ow] = x[.., oh*s + i*d - p, ow*s + j*d - p] (x padded by PoolPad).
+Value Tap(Ctx& c, Value xp, const Pool& q, int64_t i, int64_t j) {
+  Dims start(q.rank, 0), limit = q.out, stride(q.rank, 1);
+  int64_t off[2] = {i, j};
+  for (int a = 0; a < 2; ++a) {
+    int64_t dim = q.rank - 2 + a;
+    start[dim] = off[a] * q.d[a];
+    limit[dim] = start[dim] + (q.out[dim] - 1) * q.s[a] + 1;
+    stride[dim] = q.s[a];
+  }
+  return ir::Slice(c.g, xp, start, limit, stride);
+}
+
+// Input coordinate (s64, output-shaped) along spatial axis a for kernel offset `off`.
+Value Coord(Ctx& c, const Pool& q, int a, int64_t off) {
+  Value o = ir::Iota(c.g, Type{DType::kS64, q.out}, q.rank - 2 + a);
+  return Add(c, Scale(c, o, static_cast<double>(q.s[a])),
+             K(c, static_cast<double>(off * q.d[a] - q.p[a]), o));
+}
+
+Value InRange(Ctx& c, Value pos, int64_t n) {
+  return And(c, Cmp(c, pos, K(c, 0, pos), "GE"),
+             Cmp(c, pos, K(c, static_cast<double>(n), pos), "LT"));
+}
+
+// Inverse of Tap: scatters an output-shaped v to input positions (out-of-range ones dropped).
+Value Place(Ctx& c, Value v, const Pool& q, int64_t i, int64_t j) {
+  Dims lo(q.rank, 0), hi(q.rank, 0), interior(q.rank, 0);
+  int64_t off[2] = {i, j};
+  for (int a = 0; a < 2; ++a) {
+    int64_t dim = q.rank - 2 + a;
+    lo[dim] = off[a] * q.d[a] - q.p[a];
+    interior[dim] = q.s[a] - 1;
+    hi[dim] = q.in[dim] - lo[dim] - ((q.out[dim] - 1) * q.s[a] + 1);
+  }
+  return ir::Pad(c.g, v, ir::Constant(c.g, 0, c.T(v).dtype), lo, hi, interior);
+}
+
+int64_t Hdim(const Pool& q) { return q.in[q.rank - 2]; }
+int64_t Wdim(const Pool& q) { return q.in[q.rank - 1]; }
+
+V MaxPool(Ctx& c) {
+  Value x = c.In("self");
+  Pool q = PoolOf(c, c.T(x).dims, c.out[0].dims);
+  if (Numel(q.out) == 0) return {Zeros(c, 0), Zeros(c, 1)};
+  Value xp = PoolPad(c, x, q);
+  bool is_float = rt::IsFloat(c.T(x).dtype);
+  Value best = Splat(c, 0, Type{c.T(x).dtype, q.out});
+  Value idx = Splat(c, -1, Type{DType::kS64, q.out});
+  for (int64_t i = 0; i < q.k[0]; ++i) {
+    for (int64_t j = 0; j < q.k[1]; ++j) {
+      Value v = Tap(c, xp, q, i, j);
+      Value h = Coord(c, q, 0, i), w = Coord(c, q, 1, j);
+      Value valid = And(c, InRange(c, h, Hdim(q)), InRange(c, w, Wdim(q)));
+      // PyTorch keeps the first max, but a NaN always replaces the running max.
+      Value better = Or(c, Cmp(c, idx, K(c, -1, idx), "EQ"), Cmp(c, v, best, "GT"));
+      if (is_float) better = Or(c, better, Cmp(c, v, v, "NE"));
+      Value take = And(c, valid, better);
+      best = Sel(c, take, v, best);
+      idx = Sel(c, take, Add(c, Scale(c, h, static_cast<double>(Wdim(q))), w), idx);
+    }
+  }
+  return {Cast(c, best, c.out[0].dtype), Cast(c, idx, c.out[1].dtype)};
+}
+
+V MaxPoolBackward(Ctx& c) {
+  Value self = c.In("self");
+  DType acc = AccOf(c.out[0].dtype);
+  Value g = Cast(c, c.In("grad_output"), acc);
+  Pool q = PoolOf(c, c.T(self).dims, c.T(g).dims);
+  Value idx = Cast(c, c.In("indices"), DType::kS64);
+  Value gi = Splat(c, 0, Type{acc, q.in});
+  if (Numel(q.out) == 0) return Done(c, gi);
+  for (int64_t i = 0; i < q.k[0]; ++i) {
+    for (int64_t j = 0; j < q.k[1]; ++j) {
+      Value h = Coord(c, q, 0, i), w = Coord(c, q, 1, j);
+      Value here = Cmp(c, idx, Add(c, Scale(c, h, static_cast<double>(Wdim(q))), w), "EQ");
+      Value m = And(c, here, And(c, InRange(c, h, Hdim(q)), InRange(c, w, Wdim(q))));
+      gi = Add(c, gi, Place(c, Sel(c, m, g, K(c, 0, g)), q, i, j));
+    }
+  }
+  return Done(c, gi);
+}
+
+// PyTorch's avg-pool divisor for every output position, in dtype t.
+Value AvgDivisor(Ctx& c, const Pool& q, DType t) {
+  if (c.Has("divisor_override")) {
+    return Splat(c, static_cast<double>(c.Int("divisor_override")), Type{t, q.out});
+  }
+  bool include_pad = c.Bool("count_include_pad", true);
+  Value count;
+  for (int a = 0; a < 2; ++a) {
+    int64_t n = q.in[q.rank - 2 + a];
+    Value start = Coord(c, q, a, 0);
+    Value end = ir::Binary(c.g, "stablehlo.minimum",
+                           Add(c, start, K(c, static_cast<double>(q.k[a]), start)),
+                           K(c, static_cast<double>(n + q.p[a]), start));
+    Value size = Sub(c, end, start);
+    if (!include_pad) {
+      Value s0 = ir::Binary(c.g, "stablehlo.maximum", start, K(c, 0, start));
+      Value e0 = ir::Binary(c.g, "stablehlo.minimum", end, K(c, static_cast<double>(n), end));
+      size = Sub(c, e0, s0);
+    }
+    count = a == 0 ? size : Mul(c, count, size);
+  }
+  return Cast(c, count, t);
+}
+
+V AvgPool(Ctx& c) {
+  DType acc = AccOf(c.out[0].dtype);
+  Value x = Cast(c, c.In("self"), acc);
+  Pool q = PoolOf(c, c.T(x).dims, c.out[0].dims);
+  q.d = {1, 1};
+  if (Numel(q.out) == 0) return {Zeros(c, 0)};
+  Value xp = PoolPad(c, x, q), sum = -1;
+  for (int64_t i = 0; i < q.k[0]; ++i) {
+    for (int64_t j = 0; j < q.k[1]; ++j) {
+      Value v = Tap(c, xp, q, i, j);
+      sum = sum < 0 ? v : Add(c, sum, v);
+    }
+  }
+  return Done(c, Div(c, sum, AvgDivisor(c, q, acc)));
+}
+
+V AvgPoolBackward(Ctx& c) {
+  DType acc = AccOf(c.out[0].dtype);
+  Value g = Cast(c, c.In("grad_output"), acc);
+  Pool q = PoolOf(c, c.T(c.In("self")).dims, c.T(g).dims);
+  q.d = {1, 1};
+  Value gi = Splat(c, 0, Type{acc, q.in});
+  if (Numel(q.out) == 0) return Done(c, gi);
+  Value share = Div(c, g, AvgDivisor(c, q, acc));
+  for (int64_t i = 0; i < q.k[0]; ++i) {
+    for (int64_t j = 0; j < q.k[1]; ++j) gi = Add(c, gi, Place(c, share, q, i, j));
+  }
+  return Done(c, gi);
+}
+
+// Adaptive pooling bins: a 0/1 (n_out x n_in) membership matrix and each bin's size.
+std::pair<Value, Value> Bins(Ctx& c, int64_t n_in, int64_t n_out, DType t) {
+  Type tt{DType::kS64, {n_out, n_in}};
+  Value i = ir::Iota(c.g, tt, 0), h = ir::Iota(c.g, tt, 1);
+  auto start = [&](Value o) {
+    return Div(c, Mul(c, o, K(c, static_cast<double>(n_in), o)),
+               K(c, static_cast<double>(n_out), o));
+  };
+  auto end = [&](Value o) {
+    Value n = Add(c, Mul(c, Add(c, o, K(c, 1, o)), K(c, static_cast<double>(n_in), o)),
+                  K(c, static_cast<double>(n_out - 1), o));
+    return Div(c, n, K(c, static_cast<double>(n_out), o));
+  };
+  Value member = And(c, Cmp(c, h, start(i), "GE"), Cmp(c, h, end(i), "LT"));
+  Value o = ir::Iota(c.g, Type{DType::kS64, {n_out}}, 0);
+  return {Cast(c, member, t), Cast(c, Sub(c, end(o), start(o)), t)};
+}
+
+// Contracts dim `axis` of x with dim `mdim` of the bin matrix m; the new dim takes its place.
+Value ApplyBins(Ctx& c, Value x, Value m, int64_t axis, int64_t mdim) {
+  const Dims& xd = c.T(x).dims;
+  int64_t r = c.T(x).rank();
+  Dims out;
+  Dims perm;
+  for (int64_t k = 0; k < r; ++k) {
+    if (k != axis) out.push_back(xd[k]);
+  }
+  out.push_back(c.T(m).dims[1 - mdim]);
+  Value y = ir::DotGeneralHighest(c.g, x, m, {}, {}, {axis}, {mdim}, Type{c.T(x).dtype, out});
+  // dot_general puts the new dim last; move it back to `axis`.
+  for (int64_t k = 0; k < r - 1; ++k) perm.push_back(k);
+  perm.insert(perm.begin() + axis, r - 1);
+  return ir::Transpose(c.g, y, perm);
+}
+
+V AdaptiveAvgPool(Ctx& c) {
+  DType acc = AccOf(c.out[0].dtype);
+  Value x = Cast(c, c.In("self"), acc);
+  const Dims& in = c.T(x).dims;
+  const Dims& out = c.out[0].dims;
+  int64_t r = c.T(x).rank();
+  auto [mh, nh] = Bins(c, in[r - 2], out[r - 2], acc);
+  auto [mw, nw] = Bins(c, in[r - 1], out[r - 1], acc);
+  Value y = ApplyBins(c, ApplyBins(c, x, mh, r - 2, 1), mw, r - 1, 1);
+  y = Div(c, y, ir::BroadcastInDim(c.g, nh, out, {r - 2}));
+  return Done(c, Div(c, y, ir::BroadcastInDim(c.g, nw, out, {r - 1})));
+}
+
+V AdaptiveAvgPoolBackward(Ctx& c) {
+  DType acc = AccOf(c.out[0].dtype);
+  Value g = Cast(c, c.In("grad_output"), acc);
+  const Dims& in = c.out[0].dims;
+  const Dims out = c.T(g).dims;
+  int64_t r = c.T(g).rank();
+  auto [mh, nh] = Bins(c, in[r - 2], out[r - 2], acc);
+  auto [mw, nw] = Bins(c, in[r - 1], out[r - 1], acc);
+  g = Div(c, g, ir::BroadcastInDim(c.g, nh, out, {r - 2}));
+  g = Div(c, g, ir::BroadcastInDim(c.g, nw, out, {r - 1}));
+  return Done(c, ApplyBins(c, ApplyBins(c, g, mh, r - 2, 0), mw, r - 1, 0));
+}
+
+}  // namespace
+
+void AddNnRules(RuleMap& m) {
+  m["aten::_adaptive_avg_pool2d"] = AdaptiveAvgPool;
+  m["aten::_adaptive_avg_pool2d_backward"] = AdaptiveAvgPoolBackward;
+  m["aten::_native_batch_norm_legit"] =
+      +[](Ctx& c) { return BatchNorm(c, c.Bool("training", false), false); };
+  m["aten::_native_batch_norm_legit_functional"] =
+      +[](Ctx& c) { return BatchNorm(c, c.Bool("training", false), true); };
+  m["aten::_native_batch_norm_legit_no_training"] =
+      +[](Ctx& c) { return BatchNorm(c, false, false); };
+  m["aten::_prelu_kernel"] = Prelu;
+  m["aten::_prelu_kernel_backward"] = PreluBackward;
+  m["aten::avg_pool2d"] = AvgPool;
+  m["aten::avg_pool2d_backward"] = AvgPoolBackward;
+  m["aten::binary_cross_entropy"] = BinaryCrossEntropy;
+  m["aten::binary_cross_entropy_backward"] = BinaryCrossEntropyBackward;
+  m["aten::convolution"] = Convolution;
+  m["aten::convolution_backward"] = ConvolutionBackward;
+  m["aten::elu"] = Elu;
+  m["aten::elu_backward"] = EluBackward;
+  m["aten::gelu"] = Gelu;
+  m["aten::gelu_backward"] = GeluBackward;
+  m["aten::hardsigmoid"] = Hardsigmoid;
+  m["aten::hardsigmoid_backward"] = HardsigmoidBackward;
+  m["aten::hardswish"] = Hardswish;
+  m["aten::hardswish_backward"] = HardswishBackward;
+  m["aten::hardtanh"] = Hardtanh;
+  m["aten::hardtanh_backward"] = HardtanhBackward;
+  m["aten::huber_loss"] = +[](Ctx& c) { return SmoothLoss(c, true); };
+  m["aten::huber_loss_backward"] = +[](Ctx& c) { return SmoothLossBackward(c, true); };
+  m["aten::leaky_relu"] = LeakyRelu;
+  m["aten::leaky_relu_backward"] = LeakyReluBackward;
+  m["aten::max_pool2d_with_indices"] = MaxPool;
+  m["aten::max_pool2d_with_indices_backward"] = MaxPoolBackward;
+  m["aten::mish"] = Mish;
+  m["aten::mish_backward"] = MishBackward;
+  m["aten::mse_loss"] = MseLoss;
+  m["aten::mse_loss_backward"] = MseLossBackward;
+  m["aten::native_batch_norm"] =
+      +[](Ctx& c) { return BatchNorm(c, c.Bool("training", false), false); };
+  m["aten::native_batch_norm_backward"] = BatchNormBackward;
+  m["aten::native_dropout_backward"] = DropoutBackward;
+  m["aten::native_group_norm"] = GroupNorm;
+  m["aten::native_group_norm_backward"] = GroupNormBackward;
+  m["aten::native_layer_norm"] = LayerNorm;
+  m["aten::native_layer_norm_backward"] = LayerNormBackward;
+  m["aten::nll_loss2d_backward"] = NllLossBackward;
+  m["aten::nll_loss2d_forward"] = NllLoss;
+  m["aten::nll_loss_backward"] = NllLossBackward;
+  m["aten::nll_loss_forward"] = NllLoss;
+  m["aten::relu"] = Relu;
+  m["aten::silu"] = Silu;
+  m["aten::silu_backward"] = SiluBackward;
+  m["aten::smooth_l1_loss"] = +[](Ctx& c) { return SmoothLoss(c, false); };
+  m["aten::smooth_l1_loss_backward"] = +[](Ctx& c) { return SmoothLossBackward(c, false); };
+  m["aten::softplus"] = Softplus;
+  m["aten::softplus_backward"] = SoftplusBackward;
+  m["aten::threshold"] = Threshold;
+  m["aten::threshold_backward"] = ThresholdBackward;
+}
 
 }  // namespace tpu::lowering

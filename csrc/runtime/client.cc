@@ -77,6 +77,21 @@ void Buffer::Await() const {
   AwaitEvent(client_->api(), args->event, "PJRT_Event_Await");
 }
 
+bool Buffer::IsReady() const {
+  Args<PJRT_Buffer_ReadyEvent_Args> args;
+  args->buffer = raw_;
+  TPU_PJRT(client_->api(), Buffer_ReadyEvent, args);
+  Args<PJRT_Event_IsReady_Args> ready;
+  ready->event = args->event;
+  PJRT_Error* err = client_->api()->PJRT_Event_IsReady(ready.get());
+  bool is_ready = err == nullptr && ready->is_ready;
+  Args<PJRT_Event_Destroy_Args> destroy;
+  destroy->event = args->event;
+  client_->api()->PJRT_Event_Destroy(destroy.get());
+  ThrowIfError(client_->api(), err, "PJRT_Event_IsReady");
+  return is_ready;
+}
+
 void Buffer::ToHost(void* dst, size_t nbytes) const {
   Args<PJRT_Buffer_ToHostBuffer_Args> args;
   args->src = raw_;

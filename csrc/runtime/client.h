@@ -49,6 +49,7 @@ class Buffer {
   int64_t nbytes() const { return numel() * ItemSize(dtype_); }
   // Blocks until the value is computed; throws the execution's error if it failed.
   void Await() const;
+  bool IsReady() const;
   // Copies the (dense, row-major) value to host memory; blocks.
   void ToHost(void* dst, size_t nbytes) const;
 

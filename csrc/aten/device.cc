@@ -1,0 +1,142 @@
+// Device guard, events and hooks: how PyTorch asks which tpu devices exist and which is current.
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <chrono>
+
+#include "aten/generator.h"
+#include "aten/storage.h"
+#include "eager/executor.h"
+
+namespace tpu::aten {
+
+namespace {
+
+thread_local c10::DeviceIndex g_current = 0;
+
+int Count() {
+  if (!eager::Configured()) return 0;
+  try {
+    return eager::Client().device_count();
+  } catch (const std::exception&) {
+    return 0;  // a plugin that fails to load means no devices, not a crash
+  }
+}
+
+// An event marks the last program issued on its device; waiting on it waits for that program.
+struct EventState {
+  std::weak_ptr<rt::Buffer> last;
+  int device = 0;
+  std::chrono::steady_clock::time_point done;
+  bool completed = false;
+};
+
+struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return c10::DeviceType::PrivateUse1; }
+  c10::Device exchangeDevice(c10::Device d) const override {
+    c10::Device old = getDevice();
+    setDevice(d);
+    return old;
+  }
+  c10::Device getDevice() const override { return {c10::DeviceType::PrivateUse1, g_current}; }
+  void setDevice(c10::Device d) const override {
+    TORCH_CHECK(d.index() < Count(), "Invalid device index ", static_cast<int>(d.index()),
+                ": tpu has ", Count(), " device(s)");
+    if (d.index() >= 0) g_current = d.index();
+  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    if (d.index() >= 0) g_current = d.index();
+  }
+  c10::Stream getStream(c10::Device d) const noexcept override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream getNewStream(c10::Device d, int) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const noexcept override { return s; }
+  c10::DeviceIndex deviceCount() const noexcept override { return static_cast<c10::DeviceIndex>(Count()); }
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    delete static_cast<EventState*>(event);
+  }
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex,
+              const c10::EventFlag) const override {
+    if (*event == nullptr) *event = new EventState();
+    auto* e = static_cast<EventState*>(*event);
+    e->device = stream.device_index();
+    e->completed = false;
+    e->last = eager::LastOutput(e->device);
+  }
+  void block(void*, const c10::Stream&) const override {}  // one in-order queue per device
+  bool queryEvent(void* event) const override {
+    auto* e = static_cast<EventState*>(event);
+    if (e == nullptr) return true;
+    auto last = e->last.lock();
+    return !last || last->IsReady();
+  }
+  void synchronizeEvent(void* event) const override {
+    auto* e = static_cast<EventState*>(event);
+    if (e == nullptr) return;
+    if (auto last = e->last.lock()) last->Await();
+    if (!e->completed) {
+      e->completed = true;
+      e->done = std::chrono::steady_clock::now();
+    }
+  }
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    synchronizeEvent(start);
+    synchronizeEvent(end);
+    auto* a = static_cast<EventState*>(start);
+    auto* b = static_cast<EventState*>(end);
+    return std::chrono::duration<double, std::milli>(b->done - a->done).count();
+  }
+  bool queryStream(const c10::Stream& s) const override {
+    auto last = eager::LastOutput(s.device_index()).lock();
+    return !last || last->IsReady();
+  }
+  void synchronizeStream(const c10::Stream& s) const override { eager::Synchronize(s.device_index()); }
+  void synchronizeDevice(const c10::DeviceIndex d) const override { eager::Synchronize(d); }
+  void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
+};
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, GuardImpl);
+
+struct Hooks final : public at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return Count() > 0; }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  c10::DeviceIndex deviceCount() const override { return static_cast<c10::DeviceIndex>(Count()); }
+  void setCurrentDevice(c10::DeviceIndex d) const override { g_current = d; }
+  c10::DeviceIndex getCurrentDevice() const override { return g_current; }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex d) const override {
+    c10::DeviceIndex old = g_current;
+    g_current = d;
+    return old;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override { return exchangeDevice(d); }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex d) const override {
+    return DefaultGenerator(d);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex d) const override {
+    return at::make_generator<TpuGenerator>(d < 0 ? g_current : d);
+  }
+  at::Device getDeviceFromPtr(void* data) const override {
+    (void)data;  // pointers are slot addresses; the current device is the best answer
+    return {c10::DeviceType::PrivateUse1, g_current};
+  }
+  bool isPinnedPtr(const void*) const override { return false; }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return at::getCPUAllocator(); }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
+    ResizeStorageBytes(storage, newsize);
+  }
+};
+
+struct RegisterHooks {
+  RegisterHooks() { at::RegisterPrivateUse1HooksInterface(new Hooks()); }
+} g_register_hooks;
+
+}  // namespace
+
+c10::DeviceIndex CurrentDevice() { return g_current; }
+
+}  // namespace tpu::aten

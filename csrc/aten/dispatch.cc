@@ -1,0 +1,360 @@
+#include "aten/dispatch.h"
+
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/TypeProperties.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <set>
+
+#include "aten/generator.h"
+#include "aten/graph_builder.h"
+#include "eager/executor.h"
+#include "lowering/rule.h"
+
+namespace tpu::aten {
+
+namespace {
+
+using lowering::Arg;
+
+bool IsOut(const c10::Argument& a) {
+  return a.kwarg_only() && a.alias_info() != nullptr && a.alias_info()->isWrite();
+}
+
+c10::TypePtr Unwrapped(const c10::TypePtr& t) {
+  if (auto opt = t->cast<c10::OptionalType>()) return opt->getElementType();
+  return t;
+}
+
+bool IsTpu(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+at::Tensor ToMeta(const at::Tensor& t) {
+  if (!IsTpu(t)) return t;
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
+}
+
+c10::IValue ToMeta(const c10::IValue& v) {
+  if (v.isTensor()) return ToMeta(v.toTensor());
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(ToMeta(t));
+    return out;
+  }
+  if (v.isOptionalTensorList()) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (std::optional<at::Tensor> t : v.toOptionalTensorList()) {
+      out.push_back(t.has_value() ? std::optional<at::Tensor>(ToMeta(*t)) : std::nullopt);
+    }
+    return out;
+  }
+  if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) return c10::Device(at::kMeta);
+  return v;
+}
+
+// Device of the op and the same-device check (CPU 0-d tensors are scalars, as on CUDA).
+int OpDevice(const std::vector<c10::IValue>& args) {
+  int device = -1;
+  bool cpu = false;
+  auto visit = [&](const at::Tensor& t, bool index_list) {
+    if (!t.defined()) return;
+    if (IsTpu(t)) {
+      if (device >= 0 && device != t.device().index()) {
+        TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, tpu:",
+                    device, " and tpu:", static_cast<int>(t.device().index()), "!");
+      }
+      device = t.device().index();
+    } else if (t.dim() > 0 && !index_list) {
+      cpu = true;
+    }
+  };
+  for (const auto& v : args) {
+    if (v.isTensor()) visit(v.toTensor(), false);
+    if (v.isTensorList()) for (const at::Tensor& t : v.toTensorList()) visit(t, false);
+    if (v.isOptionalTensorList()) {
+      for (std::optional<at::Tensor> t : v.toOptionalTensorList()) if (t) visit(*t, true);
+    }
+  }
+  for (const auto& v : args) {
+    if (device < 0 && v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      device = v.toDevice().has_index() ? v.toDevice().index() : -1;
+    }
+  }
+  if (device < 0) {
+    device = c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index();
+  }
+  TORCH_CHECK(!cpu, "Expected all tensors to be on the same device, but found at least two devices, tpu:",
+              device, " and cpu!");
+  return device;
+}
+
+Value TensorValue(GraphBuilder& b, const at::Tensor& t) {
+  return IsTpu(t) ? b.Read(t) : b.Upload(t.cpu());
+}
+
+Arg ToArg(GraphBuilder& b, const c10::Argument& a, const c10::IValue& v) {
+  Arg r;
+  if (v.isNone()) return r;
+  c10::TypePtr type = Unwrapped(a.real_type());
+  switch (type->kind()) {
+    case c10::TypeKind::TensorType: {
+      const at::Tensor& t = v.toTensor();
+      if (!t.defined()) return r;
+      r.kind = Arg::Kind::kValue;
+      r.value = TensorValue(b, t);
+      return r;
+    }
+    case c10::TypeKind::NumberType:
+      r.kind = Arg::Kind::kValue;
+      r.value = b.Scalar(v.toScalar());
+      return r;
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::SymIntType:
+      if (a.type()->kind() == c10::TypeKind::OptionalType && v.isNone()) return r;
+      r.kind = Arg::Kind::kInt;
+      r.i = v.isSymInt() ? v.toSymInt().guard_int(__FILE__, __LINE__) : v.toInt();
+      return r;
+    case c10::TypeKind::FloatType:
+      r.kind = Arg::Kind::kDouble;
+      r.d = v.toDouble();
+      return r;
+    case c10::TypeKind::BoolType:
+      r.kind = Arg::Kind::kBool;
+      r.b = v.toBool();
+      return r;
+    case c10::TypeKind::StringType:
+      r.kind = Arg::Kind::kString;
+      r.s = v.toStringRef();
+      return r;
+    case c10::TypeKind::ScalarTypeType:
+      r.kind = Arg::Kind::kDType;
+      r.dtype = ToDType(static_cast<at::ScalarType>(v.toInt()));
+      return r;
+    case c10::TypeKind::ListType: {
+      c10::TypePtr elem = type->castRaw<c10::ListType>()->getElementType();
+      if (v.isTensorList()) {
+        r.kind = Arg::Kind::kValues;
+        for (const at::Tensor& t : v.toTensorList()) r.values.push_back(TensorValue(b, t));
+      } else if (v.isOptionalTensorList()) {
+        r.kind = Arg::Kind::kValues;
+        for (std::optional<at::Tensor> t : v.toOptionalTensorList()) {
+          r.values.push_back(t && t->defined() ? TensorValue(b, *t) : -1);
+        }
+      } else if (v.isBoolList()) {
+        r.kind = Arg::Kind::kInts;
+        for (bool x : v.toBoolList()) r.ints.push_back(x);
+      } else if (v.isIntList()) {
+        r.kind = Arg::Kind::kInts;
+        r.ints = v.toIntVector();
+      } else if (v.isList() && elem->kind() == c10::TypeKind::SymIntType) {
+        r.kind = Arg::Kind::kInts;
+        for (const c10::SymInt& s : v.toSymIntList()) r.ints.push_back(s.guard_int(__FILE__, __LINE__));
+      }
+      return r;
+    }
+    default:
+      return r;  // Layout, Device, MemoryFormat, Generator: not values
+  }
+}
+
+bool CpuFallbackEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("TORCHTPU_CPU_FALLBACK");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return enabled;
+}
+
+void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& name) {
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (warned.insert(name).second) {
+      TORCH_WARN("The operator '", name, "' has no tpu lowering; it runs on the CPU (slow) ",
+                 "because TORCHTPU_CPU_FALLBACK=1.");
+    }
+  }
+  eager::GetMetrics().cpu_fallbacks++;
+  at::native::cpu_fallback(op, stack);
+}
+
+bool NeedsGenerator(const c10::FunctionSchema& s) {
+  if (s.name() == "aten::native_dropout") return true;
+  for (const auto& a : s.arguments()) {
+    if (a.name() == "generator") return true;
+  }
+  return false;
+}
+
+Value GeneratorState(GraphBuilder& b, const std::vector<c10::IValue>& args,
+                     const c10::FunctionSchema& s, int64_t numel) {
+  at::Generator gen;
+  for (size_t i = 0; i < s.arguments().size(); ++i) {
+    if (s.arguments()[i].name() == "generator" && !args[i].isNone()) gen = args[i].toGenerator();
+  }
+  if (!gen.defined()) gen = DefaultGenerator(b.device());
+  std::pair<uint64_t, uint64_t> state;
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    state = gen.get<TpuGenerator>()->Take(static_cast<uint64_t>(numel));
+  }
+  uint64_t host[2] = {state.first, state.second};
+  return b.Input(eager::Client().FromHost(host, rt::DType::kU64, {2}, b.device()));
+}
+
+}  // namespace
+
+void RethrowAsTorchError(const std::string& op) {
+  try {
+    throw;
+  } catch (const rt::Error& e) {
+    std::string msg = e.what();
+    if (msg.size() > 600) msg = msg.substr(0, 600) + " ...";
+    if (e.out_of_memory()) {
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory while running ", op, ": ", msg);
+    }
+    TORCH_CHECK(false, "tpu failed to run ", op, ": ", msg);
+  } catch (const lowering::LoweringError& e) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu cannot lower ", op, ": ", e.what());
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu cannot lower ", op, ": ", e.what());
+  }
+}
+
+void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  const std::string full = schema.overload_name().empty()
+                               ? schema.name()
+                               : schema.name() + "." + schema.overload_name();
+  lowering::Rule rule = lowering::FindRule(schema.name(), schema.overload_name());
+  if (rule == nullptr) {
+    if (CpuFallbackEnabled()) return CpuFallback(op, stack, full);
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "The operator '", full,
+                                "' is not currently implemented for the tpu device. Set ",
+                                "TORCHTPU_CPU_FALLBACK=1 to run it on the CPU instead (slow).");
+  }
+  const size_t num_args = schema.arguments().size();
+  std::vector<c10::IValue> args(stack->end() - num_args, stack->end());
+  const int device = OpDevice(args);
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
+
+  // Shapes, dtypes and PyTorch's own error messages come from the Meta kernel.
+  const auto& returns = schema.returns();
+  bool tensor_returns = !returns.empty();
+  for (const auto& r : returns) tensor_returns &= r.type()->kind() == c10::TypeKind::TensorType;
+  std::vector<c10::IValue> meta_args;
+  torch::jit::Stack meta_stack;
+  if (tensor_returns) {
+    for (const auto& v : args) meta_args.push_back(ToMeta(v));
+    meta_stack = meta_args;
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+  }
+
+  GraphBuilder b(device);
+  lowering::Ctx ctx{b.g, {}, {}};
+  std::vector<at::Tensor> targets;
+  try {
+    at::native::ResultTypeState rts{};
+    for (size_t i = 0; i < num_args; ++i) {
+      const c10::Argument& a = schema.arguments()[i];
+      if (IsOut(a)) {
+        ctx.args.emplace_back(a.name(), Arg{});
+        continue;
+      }
+      if (args[i].isTensor() && args[i].toTensor().defined()) {
+        rts = at::native::update_result_type_state(args[i].toTensor(), rts);
+      } else if (Unwrapped(a.real_type())->kind() == c10::TypeKind::NumberType && !args[i].isNone()) {
+        rts = at::native::update_result_type_state(args[i].toScalar(), rts);
+      }
+      ctx.args.emplace_back(a.name(), ToArg(b, a, args[i]));
+    }
+    ctx.common = [&] {
+      at::ScalarType t = at::native::result_type(rts);
+      return t == at::ScalarType::Undefined ? rt::DType::kInvalid : ToDType(t);
+    }();
+
+    for (size_t i = 0; i < returns.size(); ++i) {
+      if (!tensor_returns) {
+        c10::TypeKind k = returns[i].type()->kind();
+        ctx.out.push_back({k == c10::TypeKind::BoolType ? rt::DType::kPred
+                           : k == c10::TypeKind::IntType ? rt::DType::kS64
+                                                         : rt::DType::kF64,
+                           {}});
+        continue;
+      }
+      const at::Tensor& meta = meta_stack[i].toTensor();
+      at::Tensor target;
+      const c10::AliasInfo* alias = returns[i].alias_info();
+      if (alias != nullptr && alias->isWrite()) {
+        for (size_t j = 0; j < num_args; ++j) {
+          const c10::AliasInfo* ai = schema.arguments()[j].alias_info();
+          if (ai != nullptr && ai->beforeSets() == alias->beforeSets()) target = args[j].toTensor();
+        }
+        TORCH_CHECK(target.defined(), "tpu: cannot find the argument ", full, " writes into");
+        if (target.sizes() != meta.sizes()) target.resize_(meta.sizes());
+        if (target.strides() != meta.strides()) target.as_strided_(meta.sizes(), meta.strides());
+      } else if (alias != nullptr) {
+        TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: view op ", full, " has no tpu kernel");
+      } else {
+        target = at::empty_strided(meta.sizes(), meta.strides(),
+                                   meta.options().device(c10::DeviceType::PrivateUse1, device));
+      }
+      targets.push_back(target);
+      ctx.out.push_back({ToDType(meta.scalar_type()), meta.sizes().vec()});
+    }
+    if (NeedsGenerator(schema)) {
+      Arg gen;
+      gen.kind = Arg::Kind::kValue;
+      gen.value = GeneratorState(b, args, schema, ctx.out.empty() ? 1 : ir::Type(ctx.out[0]).numel());
+      auto it = std::find_if(ctx.args.begin(), ctx.args.end(),
+                             [](const auto& a) { return a.first == "generator"; });
+      if (it != ctx.args.end()) {
+        it->second = gen;
+      } else {
+        ctx.args.emplace_back("generator", gen);
+      }
+    }
+
+    std::vector<Value> results = rule(ctx);
+    TORCH_CHECK(results.size() == returns.size(), "tpu: lowering of ", full, " returned ",
+                results.size(), " values for ", returns.size(), " outputs");
+    for (size_t i = 0; i < targets.size(); ++i) {
+      TORCH_CHECK(b.g.type(results[i]).dims == ctx.out[i].dims, "tpu: lowering of ", full,
+                  " produced shape mismatch for output ", i);
+      b.Write(targets[i], results[i]);
+    }
+    if (!tensor_returns) {
+      for (size_t i = 0; i < results.size(); ++i) b.g.results.push_back(ir::Convert(b.g, results[i], ctx.out[i].dtype));
+    }
+    std::vector<rt::BufferPtr> host = b.Run();
+    torch::jit::drop(*stack, num_args);
+    if (tensor_returns) {
+      for (const at::Tensor& t : targets) stack->emplace_back(t);
+    } else {
+      for (size_t i = 0; i < host.size(); ++i) {
+        if (ctx.out[i].dtype == rt::DType::kPred) {
+          bool v = false;
+          host[i]->ToHost(&v, 1);
+          stack->emplace_back(v);
+        } else if (ctx.out[i].dtype == rt::DType::kS64) {
+          int64_t v = 0;
+          host[i]->ToHost(&v, 8);
+          stack->emplace_back(v);
+        } else {
+          double v = 0;
+          host[i]->ToHost(&v, 8);
+          stack->emplace_back(v);
+        }
+      }
+    }
+  } catch (const c10::Error&) {
+    throw;
+  } catch (...) {
+    RethrowAsTorchError(full);
+  }
+}
+
+}  // namespace tpu::aten

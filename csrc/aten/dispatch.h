@@ -1,0 +1,14 @@
+// The schema-driven boxed kernel every tpu op without a hand-written kernel goes through.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+namespace tpu::aten {
+
+// Meta kernel for shapes and errors, lowering rule for values, schema aliases for write-back.
+void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack);
+
+// Runs `fn`, turning runtime and lowering failures into PyTorch exceptions that name `op`.
+void RethrowAsTorchError(const std::string& op);
+
+}  // namespace tpu::aten

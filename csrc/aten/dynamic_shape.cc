@@ -1,0 +1,102 @@
+// Ops whose output shape depends on data (nonzero, masked_select): one small program counts,
+// the host reads the count, then a static program of that size computes the result.
+#include <ATen/ExpandUtils.h>
+#include <torch/library.h>
+
+#include "aten/dispatch.h"
+#include "aten/graph_builder.h"
+
+namespace tpu::aten {
+
+namespace {
+
+using ir::Dims;
+
+// Number of true elements of a flat pred value, read back to the host.
+int64_t CountTrue(const at::Tensor& like, const std::function<Value(GraphBuilder&)>& mask) {
+  GraphBuilder b(like.device().index());
+  Value m = ir::Convert(b.g, mask(b), rt::DType::kS64);
+  b.g.results = {ir::Reduce(b.g, m, ir::Constant(b.g, 0, rt::DType::kS64), {0}, "stablehlo.add")};
+  int64_t count = 0;
+  b.Run()[0]->ToHost(&count, sizeof(count));
+  return count;
+}
+
+// Flat positions of the true elements, in order: sort (mask ? i : n) and keep `count`.
+Value TruePositions(ir::Graph& g, Value flat_mask, int64_t count) {
+  int64_t n = g.type(flat_mask).dims[0];
+  ir::Type t{rt::DType::kS64, {n}};
+  Value key = ir::Select(g, flat_mask, ir::Iota(g, t, 0), ir::Constant(g, static_cast<double>(n), rt::DType::kS64, {n}));
+  auto less = std::make_shared<ir::Graph>();
+  Value a = less->Param({rt::DType::kS64, {}});
+  Value c = less->Param({rt::DType::kS64, {}});
+  less->results = {ir::Compare(*less, a, c, "LT")};
+  Value sorted = g.Op1("stablehlo.sort", {key}, t, "dimension = 0 : i64, is_stable = true", {less});
+  return ir::Slice(g, sorted, {0}, {count});
+}
+
+Value FlatPred(GraphBuilder& b, const at::Tensor& t, const Dims& shape) {
+  Value v = ir::BroadcastTo(b.g, ir::Convert(b.g, b.Read(t), rt::DType::kPred), shape);
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return ir::Reshape(b.g, v, {n});
+}
+
+at::Tensor Nonzero(const at::Tensor& self) {
+  try {
+    Dims shape = self.sizes().vec();
+    int64_t count = CountTrue(self, [&](GraphBuilder& b) { return FlatPred(b, self, shape); });
+    int64_t rank = self.dim();
+    at::Tensor out = at::empty({count, rank}, self.options().dtype(at::kLong));
+    if (count == 0 || rank == 0) return out;
+    GraphBuilder b(self.device().index());
+    Value pos = TruePositions(b.g, FlatPred(b, self, shape), count);
+    Dims strides = ir::ContiguousStrides(shape);
+    std::vector<Value> coords;
+    for (int64_t d = 0; d < rank; ++d) {
+      Value q = ir::Binary(b.g, "stablehlo.divide", pos, ir::Constant(b.g, static_cast<double>(strides[d]), rt::DType::kS64, {count}));
+      Value r = ir::Binary(b.g, "stablehlo.remainder", q, ir::Constant(b.g, static_cast<double>(shape[d]), rt::DType::kS64, {count}));
+      coords.push_back(ir::Reshape(b.g, r, {count, 1}));
+    }
+    b.Write(out, ir::Concat(b.g, coords, 1));
+    b.Run();
+    return out;
+  } catch (const c10::Error&) {
+    throw;
+  } catch (...) {
+    RethrowAsTorchError("aten::nonzero");
+  }
+  return {};
+}
+
+at::Tensor MaskedSelect(const at::Tensor& self, const at::Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  try {
+    Dims shape = at::infer_size(self.sizes(), mask.sizes());
+    int64_t count = CountTrue(self, [&](GraphBuilder& b) { return FlatPred(b, mask, shape); });
+    at::Tensor out = at::empty({count}, self.options());
+    if (count == 0) return out;
+    GraphBuilder b(self.device().index());
+    Value pos = TruePositions(b.g, FlatPred(b, mask, shape), count);
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    Value flat = ir::Reshape(b.g, ir::BroadcastTo(b.g, b.Read(self), shape), {n});
+    b.Write(out, ir::Gather(b.g, flat, ir::Reshape(b.g, pos, {count, 1}), {0}, 0));
+    b.Run();
+    return out;
+  } catch (const c10::Error&) {
+    throw;
+  } catch (...) {
+    RethrowAsTorchError("aten::masked_select");
+  }
+  return {};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("nonzero", Nonzero);
+  m.impl("masked_select", MaskedSelect);
+}
+
+}  // namespace tpu::aten

@@ -1,0 +1,111 @@
+#include "aten/graph_builder.h"
+
+#include "eager/executor.h"
+#include "lowering/view.h"
+
+namespace tpu::aten {
+
+namespace {
+
+lowering::Strided LayoutOf(const at::Tensor& t) {
+  lowering::Strided s;
+  s.dtype = ToDType(t.scalar_type());
+  s.offset = t.storage_offset();
+  s.sizes = t.sizes().vec();
+  s.strides = t.strides().vec();
+  return s;
+}
+
+int64_t StorageElems(const at::Tensor& t) {
+  return static_cast<int64_t>(t.storage().nbytes()) / static_cast<int64_t>(t.element_size());
+}
+
+}  // namespace
+
+Value GraphBuilder::Input(const rt::BufferPtr& buf) {
+  auto it = params_.find(buf.get());
+  if (it != params_.end()) return it->second;
+  Value v = g.Param(ir::Type{buf->dtype(), buf->dims()});
+  inputs_.push_back(buf);
+  params_.emplace(buf.get(), v);
+  return v;
+}
+
+Value GraphBuilder::Base(const at::Tensor& t, rt::DType as) {
+  Slot* slot = SlotOf(t);
+  auto w = written_.find(slot);
+  if (w != written_.end()) return lowering::AsFlat(g, w->second.second, as);
+  rt::BufferPtr buf = Current(t.storage());
+  if (!buf) return ir::Constant(g, 0, as, {StorageElems(t)});  // never written: zeros
+  return lowering::AsFlat(g, Input(buf), as);
+}
+
+Value GraphBuilder::Read(const at::Tensor& t) {
+  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "expected a tpu tensor");
+  lowering::Strided s = LayoutOf(t);
+  Slot* slot = SlotOf(t);
+  if (written_.find(slot) == written_.end()) {
+    rt::BufferPtr buf = Current(t.storage());
+    // Fast path: the tensor is its buffer, maybe reshaped.
+    if (buf && buf->dtype() == s.dtype && lowering::IsWholeContiguous(s, buf->numel())) {
+      return ir::Reshape(g, Input(buf), s.sizes);
+    }
+  }
+  return lowering::ReadView(g, Base(t, s.dtype), s);
+}
+
+Value GraphBuilder::Scalar(const at::Scalar& s) {
+  if (s.isBoolean()) {
+    bool v = s.toBool();
+    return Input(eager::ScalarBuffer(&v, rt::DType::kPred, device_));
+  }
+  if (s.isIntegral(false)) {
+    int64_t v = s.toLong();
+    return Input(eager::ScalarBuffer(&v, rt::DType::kS64, device_));
+  }
+  TORCH_CHECK(!s.isComplex(), "tpu does not support complex scalars yet");
+  double v = s.toDouble();
+  return Input(eager::ScalarBuffer(&v, rt::DType::kF64, device_));
+}
+
+Value GraphBuilder::Upload(const at::Tensor& cpu) {
+  at::Tensor c = cpu.contiguous();
+  if (c.dim() == 0) return Scalar(c.item());
+  rt::DType dt = ToDType(c.scalar_type());
+  return Input(eager::Client().FromHost(c.data_ptr(), dt, c.sizes().vec(), device_));
+}
+
+void GraphBuilder::Write(const at::Tensor& t, Value v) {
+  lowering::Strided s = LayoutOf(t);
+  v = ir::Convert(g, v, s.dtype);
+  Slot* slot = SlotOf(t);
+  int64_t elems = StorageElems(t);
+  Value result;
+  if (lowering::IsWholeContiguous(s, elems) &&
+      static_cast<int64_t>(t.storage().nbytes()) == elems * t.element_size()) {
+    result = v;  // the buffer takes the tensor's shape
+  } else {
+    Value flat = lowering::WriteView(g, Base(t, s.dtype), s, v);
+    rt::BufferPtr old = Current(t.storage());
+    // Keep the storage's buffer shape when only part of it changed.
+    result = (old && old->dtype() == s.dtype && old->numel() == elems) ? ir::Reshape(g, flat, old->dims())
+                                                                     : flat;
+  }
+  written_[slot] = {t.storage(), result};
+}
+
+std::vector<rt::BufferPtr> GraphBuilder::Run() {
+  std::vector<std::pair<c10::Storage, size_t>> writes;
+  size_t first_write = g.results.size();
+  for (auto& [slot, sv] : written_) {
+    writes.emplace_back(sv.first, g.results.size());
+    g.results.push_back(sv.second);
+  }
+  std::vector<rt::BufferPtr> outs;
+  if (!g.results.empty()) outs = eager::Run(g, inputs_, device_);
+  for (auto& [storage, index] : writes) Assign(storage, outs[index]);
+  outs.resize(first_write);
+  return outs;
+}
+
+}  // namespace tpu::aten

@@ -1,0 +1,54 @@
+// Builds one program from tpu tensors: reads tensors (through their view programs), takes
+// scalars as parameters, writes results back into storages, runs it and swaps the buffers.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <unordered_map>
+#include <vector>
+
+#include "aten/storage.h"
+#include "ir/builder.h"
+
+namespace tpu::aten {
+
+using ir::Value;
+
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(int device) : device_(device) {}
+
+  ir::Graph g;
+
+  // A graph parameter bound to `buf`.
+  Value Input(const rt::BufferPtr& buf);
+  // The value of a tpu tensor (its view of its storage's current buffer).
+  Value Read(const at::Tensor& t);
+  // A 0-d parameter holding a host scalar (bool -> pred, integral -> s64, else f64).
+  Value Scalar(const at::Scalar& s);
+  // A CPU tensor uploaded as a parameter.
+  Value Upload(const at::Tensor& cpu);
+  // Schedules writing `v` (shaped like t) into t's storage at t's view.
+  void Write(const at::Tensor& t, Value v);
+  // Compiles/runs the graph and swaps written buffers into their slots. Returns all results.
+  std::vector<rt::BufferPtr> Run();
+  int device() const { return device_; }
+
+ private:
+  struct PendingWrite {
+    c10::Storage storage;
+    size_t result;
+  };
+  Value Base(const at::Tensor& t, rt::DType as);
+
+  int device_;
+  std::vector<rt::BufferPtr> inputs_;
+  std::unordered_map<const rt::Buffer*, Value> params_;
+  // Storages written in this graph: the value that will become their buffer.
+  std::unordered_map<Slot*, std::pair<c10::Storage, Value>> written_;
+};
+
+// The strided layout of a tensor (for view programs).
+struct StridedLayout;
+
+}  // namespace tpu::aten

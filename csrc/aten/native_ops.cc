@@ -1,0 +1,181 @@
+// The few ops every PrivateUse1 backend writes by hand: allocation, views (metadata only),
+// resize/set_, copies across devices, scalar reads. Everything else goes to BoxedKernel.
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
+#include <torch/library.h>
+
+#include "aten/dispatch.h"
+#include "aten/graph_builder.h"
+#include "eager/executor.h"
+#include "lowering/view.h"
+
+namespace tpu::aten {
+
+namespace {
+
+const c10::DispatchKeySet kTpuKeys(c10::DispatchKey::PrivateUse1);
+
+bool IsTpu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
+
+at::Tensor Empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                 std::optional<at::Layout>, std::optional<at::Device> device, std::optional<bool>,
+                 std::optional<at::MemoryFormat> memory_format) {
+  c10::DeviceGuard guard(device.value_or(c10::Device(c10::DeviceType::PrivateUse1)));
+  return at::detail::empty_generic(size, TpuAllocator(), kTpuKeys,
+                                   dtype.value_or(at::get_default_dtype_as_scalartype()),
+                                   memory_format);
+}
+
+at::Tensor EmptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                        std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
+                        std::optional<at::Device> device, std::optional<bool>) {
+  c10::DeviceGuard guard(device.value_or(c10::Device(c10::DeviceType::PrivateUse1)));
+  return at::detail::empty_strided_generic(size, stride, TpuAllocator(), kTpuKeys,
+                                           dtype.value_or(at::get_default_dtype_as_scalartype()));
+}
+
+at::Tensor AsStrided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
+                     std::optional<int64_t> offset) {
+  return at::native::as_strided_tensorimpl(self, size, stride, offset);
+}
+
+// Grows the storage (keeping its slot) when the tensor's new extent needs more bytes.
+void EnsureStorage(const at::Tensor& self) {
+  int64_t extent = 1;
+  for (int64_t i = 0; i < self.dim(); ++i) {
+    if (self.size(i) == 0) return;
+    extent += (self.size(i) - 1) * self.stride(i);
+  }
+  size_t needed = static_cast<size_t>((self.storage_offset() + extent) * self.element_size());
+  if (needed > self.storage().nbytes()) ResizeStorageBytes(self.storage(), needed);
+}
+
+const at::Tensor& Resize(const at::Tensor& self, c10::IntArrayRef size,
+                         std::optional<at::MemoryFormat> memory_format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(size);
+  if (memory_format.has_value() && *memory_format != at::MemoryFormat::Preserve) {
+    impl->empty_tensor_restride(*memory_format);
+  }
+  EnsureStorage(self);
+  return self;
+}
+
+at::Tensor& SetStorage(at::Tensor& self, c10::Storage source, c10::SymInt offset,
+                       c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  auto* impl = self.unsafeGetTensorImpl();
+  if (!impl->storage().is_alias_of(source)) impl->set_storage_keep_dtype(std::move(source));
+  impl->set_sizes_and_strides(size, stride, offset);
+  EnsureStorage(self);
+  return self;
+}
+
+at::Tensor& SetWholeStorage(at::Tensor& self, c10::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes()) / static_cast<int64_t>(self.element_size());
+  return SetStorage(self, std::move(source), 0, {c10::SymInt(n)}, {c10::SymInt(1)});
+}
+
+at::Tensor& SetTensor(at::Tensor& self, const at::Tensor& src) {
+  return SetStorage(self, src.storage(), src.sym_storage_offset(), src.sym_sizes(), src.sym_strides());
+}
+
+at::Tensor& SetEmpty(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, TpuAllocator(), true);
+  return SetStorage(self, storage, 0, {c10::SymInt(0)}, {});
+}
+
+bool IsWholeBuffer(const at::Tensor& t, const rt::BufferPtr& buf) {
+  lowering::Strided s{ToDType(t.scalar_type()), t.storage_offset(), t.sizes().vec(), t.strides().vec()};
+  return buf && buf->dtype() == s.dtype && lowering::IsWholeContiguous(s, buf->numel());
+}
+
+// Copies a tpu tensor to a new contiguous CPU tensor.
+at::Tensor ToHost(const at::Tensor& src) {
+  at::Tensor host = at::empty(src.sizes(), src.options().device(at::kCPU));
+  if (src.numel() == 0) return host;
+  rt::BufferPtr buf = Current(src.storage());
+  if (!IsWholeBuffer(src, buf)) {
+    GraphBuilder b(src.device().index());
+    b.g.results = {b.Read(src)};
+    buf = b.Run()[0];
+  }
+  buf->ToHost(host.data_ptr(), host.nbytes());
+  return host;
+}
+
+void FromHost(const at::Tensor& src, const at::Tensor& dst) {
+  at::Tensor c = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  int device = dst.device().index();
+  rt::BufferPtr buf =
+      eager::Client().FromHost(c.data_ptr(), ToDType(c.scalar_type()), c.sizes().vec(), device);
+  lowering::Strided s{buf->dtype(), dst.storage_offset(), dst.sizes().vec(), dst.strides().vec()};
+  if (lowering::IsWholeContiguous(s, static_cast<int64_t>(dst.storage().nbytes()) / dst.element_size()) &&
+      dst.storage().nbytes() == static_cast<size_t>(dst.numel() * dst.element_size())) {
+    Assign(dst.storage(), buf);  // the upload is the new storage value: no program needed
+    return;
+  }
+  GraphBuilder b(device);
+  b.Write(dst, b.Input(buf));
+  b.Run();
+}
+
+at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& dst, bool) {
+  if (dst.numel() == 0) return dst;
+  try {
+    if (IsTpu(self) && IsTpu(dst) && self.device() == dst.device()) {
+      c10::DeviceGuard guard(dst.device());
+      GraphBuilder b(dst.device().index());
+      Value v = ir::Convert(b.g, b.Read(self), ToDType(dst.scalar_type()));
+      b.Write(dst, ir::BroadcastTo(b.g, v, dst.sizes().vec()));
+      b.Run();
+    } else if (IsTpu(dst)) {
+      FromHost(IsTpu(self) ? ToHost(self) : self, dst);
+    } else {
+      dst.copy_(ToHost(self));
+    }
+  } catch (const c10::Error&) {
+    throw;
+  } catch (...) {
+    RethrowAsTorchError("aten::_copy_from");
+  }
+  return dst;
+}
+
+at::Tensor CopyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
+  return CopyFrom(self, dst, false);
+}
+
+at::Scalar LocalScalarDense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
+              " elements cannot be converted to Scalar");
+  return ToHost(self).item();
+}
+
+void RecordStream(at::Tensor&, c10::Stream) {}  // one in-order queue per device
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", Empty);
+  m.impl("empty_strided", EmptyStrided);
+  m.impl("as_strided", AsStrided);
+  m.impl("view", at::native::view);
+  m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("resize_", Resize);
+  m.impl("set_.source_Storage_storage_offset", SetStorage);
+  m.impl("set_.source_Storage", SetWholeStorage);
+  m.impl("set_.source_Tensor", SetTensor);
+  m.impl("set_", SetEmpty);
+  m.impl("_copy_from", CopyFrom);
+  m.impl("_copy_from_and_resize", CopyFromAndResize);
+  m.impl("_local_scalar_dense", LocalScalarDense);
+  m.impl("record_stream", RecordStream);
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&BoxedKernel>());
+}
+
+}  // namespace tpu::aten

@@ -1,0 +1,245 @@
+#include "lowering/view.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace tpu::lowering {
+
+namespace {
+
+int64_t Numel(const Dims& d) {
+  return std::accumulate(d.begin(), d.end(), int64_t{1}, std::multiplies<>());
+}
+
+bool IsContiguous(const Strided& v) {
+  int64_t expected = 1;
+  for (int64_t i = static_cast<int64_t>(v.sizes.size()) - 1; i >= 0; --i) {
+    if (v.sizes[i] == 1) continue;
+    if (v.strides[i] != expected) return false;
+    expected *= v.sizes[i];
+  }
+  return true;
+}
+
+// A non-overlapping view as a chain of (size, stride) dims sorted by decreasing stride where
+// each stride divides the previous one: then the view is "pad, reshape, slice" of the flat
+// storage, with no gather. `kept` are the view dims of size > 1 in chain order.
+struct Chain {
+  bool ok = false;
+  std::vector<int64_t> kept;  // view dim index, chain order
+  int64_t span = 1;           // padded flat length covered: size0 * stride0
+};
+
+Chain MakeChain(const Strided& v) {
+  Chain c;
+  for (size_t i = 0; i < v.sizes.size(); ++i) {
+    if (v.sizes[i] > 1) {
+      if (v.strides[i] <= 0) return c;  // broadcast (stride 0) dims need a gather
+      c.kept.push_back(static_cast<int64_t>(i));
+    }
+  }
+  std::stable_sort(c.kept.begin(), c.kept.end(),
+                   [&](int64_t a, int64_t b) { return v.strides[a] > v.strides[b]; });
+  for (size_t k = 0; k + 1 < c.kept.size(); ++k) {
+    int64_t outer = v.strides[c.kept[k]], inner = v.strides[c.kept[k + 1]];
+    if (outer % inner != 0 || v.sizes[c.kept[k + 1]] * inner > outer) return c;
+  }
+  c.span = c.kept.empty() ? 1 : v.sizes[c.kept[0]] * v.strides[c.kept[0]];
+  c.ok = true;
+  return c;
+}
+
+// Shape of the chain form: [n0, n1, ..., nk] (the innermost stride slot already sliced away).
+Dims ChainDims(const Strided& v, const Chain& c) {
+  Dims d;
+  for (int64_t i : c.kept) d.push_back(v.sizes[i]);
+  return d;
+}
+
+// Permutation taking chain order to view order (of kept dims).
+Dims ChainToView(const Chain& c) {
+  Dims order = c.kept;
+  std::sort(order.begin(), order.end());
+  Dims perm;
+  for (int64_t dim : order) {
+    perm.push_back(std::find(c.kept.begin(), c.kept.end(), dim) - c.kept.begin());
+  }
+  return perm;
+}
+
+// Flat window [offset, offset + span) of `flat`, zero-padded past the end.
+Value Window(Graph& g, Value flat, int64_t offset, int64_t span) {
+  int64_t n = g.type(flat).dims[0];
+  int64_t end = std::min(n, offset + span);
+  Value w = ir::Slice(g, flat, {offset}, {end});
+  if (end - offset < span) {
+    Value zero = ir::Constant(g, 0, g.type(flat).dtype);
+    w = ir::Pad(g, w, zero, {0}, {span - (end - offset)});
+  }
+  return w;
+}
+
+// Reads a chain view: reshape the window level by level, slicing each level to its size.
+Value ReadChain(Graph& g, Value flat, const Strided& v, const Chain& c) {
+  Value x = Window(g, flat, v.offset, c.span);
+  Dims shape;
+  int64_t rest = c.span;
+  for (int64_t dim : c.kept) {
+    int64_t stride = v.strides[dim];
+    Dims split = shape;
+    split.push_back(rest / stride);
+    split.push_back(stride);
+    x = ir::Reshape(g, x, split);
+    Dims start(split.size(), 0), limit = split;
+    limit[split.size() - 2] = v.sizes[dim];
+    x = ir::Slice(g, x, start, limit);
+    shape.push_back(v.sizes[dim]);
+    rest = stride;
+  }
+  // Keep element 0 of the innermost stride slot.
+  Dims start(shape.size() + 1, 0), limit = shape;
+  limit.push_back(1);
+  x = ir::Slice(g, ir::Reshape(g, x, [&] { Dims s = shape; s.push_back(rest); return s; }()), start, limit);
+  return ir::Reshape(g, x, shape);
+}
+
+// Inverse of ReadChain for a value in chain shape: the padded window, with `fill` elsewhere.
+Value UnChain(Graph& g, Value x, const Strided& v, const Chain& c, Value fill) {
+  Dims shape = ChainDims(v, c);
+  int64_t inner = c.kept.empty() ? 1 : v.strides[c.kept.back()];
+  Dims with_slot = shape;
+  with_slot.push_back(1);
+  x = ir::Reshape(g, x, with_slot);
+  Dims lo(with_slot.size(), 0), hi(with_slot.size(), 0);
+  hi.back() = inner - 1;
+  x = ir::Pad(g, x, fill, lo, hi);
+  for (int64_t k = static_cast<int64_t>(c.kept.size()) - 1; k >= 0; --k) {
+    int64_t outer = k == 0 ? c.span : v.strides[c.kept[k - 1]];
+    int64_t stride = v.strides[c.kept[k]];
+    Dims cur = g.type(x).dims;  // [..., n_k, stride]
+    Dims plo(cur.size(), 0), phi(cur.size(), 0);
+    phi[cur.size() - 2] = outer / stride - v.sizes[c.kept[k]];
+    x = ir::Pad(g, x, fill, plo, phi);
+    Dims merged(cur.begin(), cur.end() - 2);
+    merged.push_back(outer);
+    x = ir::Reshape(g, x, merged);
+  }
+  return ir::Reshape(g, x, {c.span});
+}
+
+// Flat element index of every view element, as s64 shaped like the view.
+Value ViewIndices(Graph& g, const Strided& v) {
+  Type t{DType::kS64, v.sizes};
+  Value idx = ir::Constant(g, static_cast<double>(v.offset), DType::kS64, v.sizes);
+  for (size_t i = 0; i < v.sizes.size(); ++i) {
+    if (v.sizes[i] == 1 || v.strides[i] == 0) continue;
+    Value term = ir::Binary(g, "stablehlo.multiply", ir::Iota(g, t, static_cast<int64_t>(i)),
+                            ir::Constant(g, static_cast<double>(v.strides[i]), DType::kS64, v.sizes));
+    idx = ir::Binary(g, "stablehlo.add", idx, term);
+  }
+  Dims with_vec = v.sizes;
+  with_vec.push_back(1);
+  return ir::Reshape(g, idx, with_vec);
+}
+
+Value GatherView(Graph& g, Value flat, const Strided& v) {
+  int64_t rank = static_cast<int64_t>(v.sizes.size());
+  return g.Op1("stablehlo.gather", {flat, ViewIndices(g, v)}, Type{g.type(flat).dtype, v.sizes},
+               "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], start_index_map = "
+               "[0], index_vector_dim = " + std::to_string(rank) +
+                   ">, slice_sizes = array<i64: 1>, indices_are_sorted = false");
+}
+
+Value ScatterView(Graph& g, Value flat, const Strided& v, Value update) {
+  int64_t rank = static_cast<int64_t>(v.sizes.size());
+  DType t = g.type(flat).dtype;
+  auto region = std::make_shared<Graph>();
+  region->Param(Type{t, {}});
+  Value upd = region->Param(Type{t, {}});
+  region->results = {upd};  // overwrite: keep the update
+  return g.Op1("stablehlo.scatter", {flat, ViewIndices(g, v), update}, g.type(flat),
+               "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
+               "scatter_dims_to_operand_dims = [0], index_vector_dim = " + std::to_string(rank) +
+                   ">, indices_are_sorted = false, unique_indices = false",
+               {region});
+}
+
+// The view value in chain order with broadcast and size-1 dims removed.
+Value ToChainOrder(Graph& g, Value update, const Strided& v, const Chain& c) {
+  Dims view_order = c.kept;
+  std::sort(view_order.begin(), view_order.end());
+  Dims squeezed;
+  for (int64_t d : view_order) squeezed.push_back(v.sizes[d]);
+  Value x = ir::Reshape(g, update, squeezed);
+  Dims perm;  // chain position k takes view-order dim position of c.kept[k]
+  for (int64_t dim : c.kept) {
+    perm.push_back(std::find(view_order.begin(), view_order.end(), dim) - view_order.begin());
+  }
+  return ir::Transpose(g, x, perm);
+}
+
+}  // namespace
+
+Value AsFlat(Graph& g, Value base, DType t) {
+  const Type& bt = g.type(base);
+  Value flat = ir::Reshape(g, base, {bt.numel()});
+  if (bt.dtype == t) return flat;
+  int64_t from = rt::ItemSize(bt.dtype), to = rt::ItemSize(t);
+  int64_t n = bt.numel();
+  if (from == to) return ir::BitcastConvert(g, flat, Type{t, {n}});
+  if (from > to) {  // one wide element becomes several narrow ones
+    Value x = ir::BitcastConvert(g, flat, Type{t, {n, from / to}});
+    return ir::Reshape(g, x, {n * (from / to)});
+  }
+  int64_t ratio = to / from;
+  Value x = ir::Reshape(g, ir::Slice(g, flat, {0}, {n / ratio * ratio}), {n / ratio, ratio});
+  return ir::BitcastConvert(g, x, Type{t, {n / ratio}});
+}
+
+bool IsWholeContiguous(const Strided& v, int64_t storage_elems) {
+  return v.offset == 0 && Numel(v.sizes) == storage_elems && IsContiguous(v);
+}
+
+Value ReadView(Graph& g, Value flat, const Strided& v) {
+  int64_t n = g.type(flat).dims[0];
+  int64_t numel = Numel(v.sizes);
+  if (numel == 0) return ir::Constant(g, 0, v.dtype, v.sizes);
+  if (IsContiguous(v)) {
+    return ir::Reshape(g, ir::Slice(g, flat, {v.offset}, {v.offset + numel}), v.sizes);
+  }
+  Chain c = MakeChain(v);
+  if (!c.ok) return GatherView(g, flat, v);
+  Value x = ir::Transpose(g, ReadChain(g, flat, v, c), ChainToView(c));
+  // Re-insert size-1 dims and broadcast dims: kept dims map to their view positions.
+  Dims order = c.kept;
+  std::sort(order.begin(), order.end());
+  (void)n;
+  return ir::BroadcastInDim(g, x, v.sizes, order);
+}
+
+Value WriteView(Graph& g, Value flat, const Strided& v, Value update) {
+  int64_t n = g.type(flat).dims[0];
+  int64_t numel = Numel(v.sizes);
+  if (numel == 0) return flat;
+  if (IsContiguous(v)) {
+    Value upd = ir::Reshape(g, update, {numel});
+    Value start = ir::Constant(g, static_cast<double>(v.offset), DType::kS64);
+    return ir::DynamicUpdateSlice(g, flat, upd, {start});
+  }
+  Chain c = MakeChain(v);
+  if (!c.ok) return ScatterView(g, flat, v, update);
+  DType t = g.type(flat).dtype;
+  Value x = ToChainOrder(g, update, v, c);
+  Value padded = UnChain(g, x, v, c, ir::Constant(g, 0, t));
+  Value mask = UnChain(g, ir::Constant(g, 1, DType::kPred, g.type(x).dims), v, c,
+                       ir::Constant(g, 0, DType::kPred));
+  // Place the window at `offset` in a storage-length array (it may run past the end).
+  int64_t end = std::min(n, v.offset + c.span);
+  padded = ir::Slice(g, padded, {0}, {end - v.offset});
+  mask = ir::Slice(g, mask, {0}, {end - v.offset});
+  padded = ir::Pad(g, padded, ir::Constant(g, 0, t), {v.offset}, {n - end});
+  mask = ir::Pad(g, mask, ir::Constant(g, 0, DType::kPred), {v.offset}, {n - end});
+  return ir::Select(g, mask, padded, flat);
+}
+
+}  // namespace tpu::lowering

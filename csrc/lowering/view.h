@@ -1,0 +1,25 @@
+// View programs: how a strided view (offset, sizes, strides) reads from and writes into the
+// dense buffer of its storage. Pure IR; the ATen layer supplies the layouts.
+#pragma once
+
+#include "lowering/rule.h"
+
+namespace tpu::lowering {
+
+struct Strided {
+  DType dtype = DType::kF32;
+  int64_t offset = 0;  // in elements of dtype
+  Dims sizes;
+  Dims strides;
+};
+
+// The storage value as a flat 1-D array of `t` (reshape, then bitcast when dtypes differ).
+Value AsFlat(Graph& g, Value base, DType t);
+// The elements of view `v` of a flat storage value.
+Value ReadView(Graph& g, Value flat, const Strided& v);
+// The flat storage value after writing `update` (shaped like v.sizes) into view `v`.
+Value WriteView(Graph& g, Value flat, const Strided& v, Value update);
+// True when the view is the storage's elements in row-major order, all of them.
+bool IsWholeContiguous(const Strided& v, int64_t storage_elems);
+
+}  // namespace tpu::lowering

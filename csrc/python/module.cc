@@ -1,0 +1,100 @@
+// torchtpu._C: the Python face of the runtime (the only place that includes Python headers).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <cstring>
+
+#include "aten/generator.h"
+#include "eager/executor.h"
+
+namespace py = pybind11;
+
+namespace tpu {
+namespace {
+
+void Init(const std::string& plugin_path, const std::string& platform, int cpu_device_count) {
+  rt::ClientOptions o;
+  o.plugin_path = plugin_path;
+  o.platform = platform;
+  o.cpu_device_count = cpu_device_count;
+  eager::Configure(o);
+}
+
+py::dict Metrics() {
+  eager::Metrics& m = eager::GetMetrics();
+  py::dict d;
+  d["compiles"] = m.compiles.load();
+  d["executions"] = m.executions.load();
+  d["cache_hits"] = m.cache_hits.load();
+  d["cpu_fallbacks"] = m.cpu_fallbacks.load();
+  d["compile_seconds"] = static_cast<double>(m.compile_ns.load()) * 1e-9;
+  return d;
+}
+
+void ResetMetrics() {
+  eager::Metrics& m = eager::GetMetrics();
+  m.compiles = 0;
+  m.executions = 0;
+  m.cache_hits = 0;
+  m.cpu_fallbacks = 0;
+  m.compile_ns = 0;
+}
+
+aten::TpuGenerator* Gen(int device) {
+  return aten::DefaultGenerator(static_cast<c10::DeviceIndex>(device)).get<aten::TpuGenerator>();
+}
+
+}  // namespace
+}  // namespace tpu
+
+PYBIND11_MODULE(_C, m) {
+  using namespace tpu;
+  m.def("_init", &Init);
+  m.def("_initialized", &eager::Initialized);
+  m.def("device_count", [] { return eager::Configured() ? eager::Client().device_count() : 0; });
+  m.def("platform_name", [] { return eager::Client().platform_name(); });
+  m.def("plugin_path", [] { return eager::Client().plugin_path(); });
+  m.def("api_version", [] { return py::make_tuple(eager::Client().api_major(), eager::Client().api_minor()); });
+  m.def("synchronize", [](int device) {
+    py::gil_scoped_release release;
+    eager::Synchronize(device);
+  });
+  m.def("metrics", &Metrics);
+  m.def("reset_metrics", &ResetMetrics);
+  m.def("memory_stats", [](int device) {
+    rt::MemoryStats s = eager::Client().memory_stats(device);
+    py::dict d;
+    d["bytes_in_use"] = s.in_use;
+    d["peak_bytes_in_use"] = s.peak;
+    d["bytes_limit"] = s.limit;
+    return d;
+  });
+  m.def("get_mode", [] { return eager::GetMode() == eager::Mode::kDebug ? "debug" : "strict"; });
+  m.def("set_mode", [](const std::string& mode) {
+    if (mode == "debug") {
+      eager::SetMode(eager::Mode::kDebug);
+    } else if (mode == "strict") {
+      eager::SetMode(eager::Mode::kStrict);
+    } else {
+      throw py::value_error("unknown mode '" + mode + "': expected 'debug' or 'strict'");
+    }
+  });
+  m.def("manual_seed", [](int device, uint64_t seed) { Gen(device)->set_current_seed(seed); });
+  m.def("seed", [](int device) { return Gen(device)->seed(); });
+  m.def("initial_seed", [](int device) { return Gen(device)->current_seed(); });
+  m.def("get_rng_state", [](int device) {
+    at::Tensor t = at::Tensor(Gen(device)->get_state());
+    return py::bytes(static_cast<const char*>(t.data_ptr()), 16);
+  });
+  m.def("set_rng_state", [](int device, const std::string& state) {
+    at::Tensor t = at::empty({static_cast<int64_t>(state.size())}, at::kByte);
+    std::memcpy(t.data_ptr(), state.data(), state.size());
+    Gen(device)->set_state(*t.unsafeGetTensorImpl());
+  });
+  m.def("default_generator", [](int device) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(aten::DefaultGenerator(static_cast<c10::DeviceIndex>(device))));
+  });
+}

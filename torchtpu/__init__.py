@@ -1,0 +1,91 @@
+"""torchtpu: native PyTorch on TPUs through PJRT. `device = torchtpu.get_device()`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import torch
+
+from . import _platform
+
+__version__ = "0.1.0"
+
+
+def _register() -> None:
+    backend = torch._C._get_privateuse1_backend_name()
+    if backend != "tpu":
+        torch.utils.rename_privateuse1_backend("tpu")
+
+    from . import _C, device_module
+
+    platform, plugin = _platform.resolve()
+    count = int(os.environ.get("TORCHTPU_CPU_DEVICES", "1"))
+    _C._init(plugin, platform, count)
+    mode = os.environ.get("TORCHTPU_MODE")
+    if os.environ.get("TPU_LAUNCH_BLOCKING") == "1":
+        mode = "debug"
+    if mode:
+        _C.set_mode(mode)
+
+    # A torch wheel may ship its own torch/tpu for Google's torch_tpu: ours replaces it.
+    if hasattr(torch, "tpu") or "torch.tpu" in sys.modules:
+        torch.tpu = device_module  # type: ignore[attr-defined]
+        sys.modules["torch.tpu"] = device_module
+    else:
+        torch._register_device_module("tpu", device_module)
+    torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+
+
+_register()
+
+from . import _C  # noqa: E402
+
+
+def get_device(index: int | None = None) -> torch.device:
+    """The tpu device to use: `device = torchtpu.get_device()`."""
+    return torch.device("tpu", torch.tpu.current_device() if index is None else index)
+
+
+def metrics() -> dict[str, Any]:
+    """Counters: compiles, executions, cache_hits, cpu_fallbacks, compile_seconds."""
+    return _C.metrics()
+
+
+def reset_metrics() -> None:
+    _C.reset_metrics()
+
+
+def set_mode(mode: str) -> None:
+    """'strict' (run each op at once, asynchronously) or 'debug' (run and wait)."""
+    _C.set_mode(mode)
+
+
+def get_mode() -> str:
+    return _C.get_mode()
+
+
+class mode:  # noqa: N801 (used as a context manager, like torch.no_grad)
+    """with torchtpu.mode("debug"): ..."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._prev = ""
+
+    def __enter__(self) -> "mode":
+        self._prev = get_mode()
+        set_mode(self._name)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        set_mode(self._prev)
+
+
+def platform() -> str:
+    """The PJRT platform in use: 'cpu', 'cuda' or 'tpu'."""
+    return _C.platform_name()
+
+
+def _autoload() -> None:
+    """Entry point for torch.backends autoloading: importing the package registers everything."""
