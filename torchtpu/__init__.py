@@ -6,9 +6,17 @@ import os
 import sys
 from typing import Any
 
-import torch
 
-from . import _platform
+def _autoload() -> None:
+    """Entry point for torch.backends autoloading: importing the package registers everything.
+
+    Defined before `import torch`, which itself autoloads this package.
+    """
+
+
+import torch  # noqa: E402
+
+from . import _platform  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -85,7 +93,3 @@ class mode:  # noqa: N801 (used as a context manager, like torch.no_grad)
 def platform() -> str:
     """The PJRT platform in use: 'cpu', 'cuda' or 'tpu'."""
     return _C.platform_name()
-
-
-def _autoload() -> None:
-    """Entry point for torch.backends autoloading: importing the package registers everything."""

@@ -1,0 +1,1 @@
+"""Test helpers: the OpInfo harness that compares tpu against PyTorch on CPU."""

@@ -1,0 +1,176 @@
+"""Runs OpInfo samples on tpu and on CPU and compares them, forward and gradients.
+
+The tolerance table is the one place where we allow a difference from CPU; every entry says why.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+MAX_SAMPLES = 8
+
+# (atol, rtol) per dtype, then per op where XLA's math differs from ATen's by design.
+DEFAULT_TOL = {torch.float32: (1e-5, 1.3e-5), torch.bfloat16: (1e-2, 1.6e-2)}
+OP_TOL: dict[str, tuple[float, float]] = {
+    # XLA:CPU vectorizes transcendental functions with its own polynomial approximations.
+    "erfinv": (1e-4, 1e-4),
+    "lgamma": (1e-4, 1e-4),
+    "digamma": (1e-4, 1e-4),
+    "polygamma": (1e-4, 1e-4),
+    "special.erfcx": (1e-4, 1e-4),
+    "pow": (1e-4, 1e-5),
+    "float_power": (1e-4, 1e-5),
+    # Reductions sum in a different order (tree vs. sequential), so rounding differs.
+    "cumsum": (1e-4, 1e-5),
+    "cumprod": (1e-4, 1e-4),
+    "logcumsumexp": (1e-4, 1e-5),
+    "var": (1e-4, 1e-5),
+    "std": (1e-4, 1e-5),
+    "var_mean": (1e-4, 1e-5),
+    "std_mean": (1e-4, 1e-5),
+    "prod": (1e-4, 1e-4),
+    "nn.functional.conv1d": (1e-4, 1e-5),
+    "nn.functional.conv2d": (1e-4, 1e-5),
+    "nn.functional.conv_transpose1d": (1e-4, 1e-5),
+    "nn.functional.conv_transpose2d": (1e-4, 1e-5),
+}
+
+# Ops whose outputs are random: their values cannot match CPU (tested statistically elsewhere).
+RANDOM_OPS = {
+    "bernoulli", "normal", "uniform", "rand_like", "randn_like", "randint_like", "randint",
+    "nn.functional.dropout", "nn.functional.dropout2d", "nn.functional.dropout3d",
+    "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout", "multinomial",
+    "randn", "rand", "randperm", "cauchy", "exponential", "geometric", "log_normal",
+    "nn.functional.rrelu", "empty", "empty_like", "new_empty", "new_empty_strided",
+    "empty_strided", "empty_permuted", "torch.empty", "nn.functional.fractional_max_pool2d",
+    "nn.functional.fractional_max_pool3d",
+}
+
+
+@dataclass
+class Result:
+    ok: bool
+    reason: str = ""
+
+
+def _to(x: Any, device: str) -> Any:
+    if isinstance(x, torch.Tensor):
+        y = x.detach().to(device)
+        return y.requires_grad_(x.requires_grad) if x.is_floating_point() or x.is_complex() else y
+    return x
+
+
+def _short(e: BaseException) -> str:
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {msg[:160]}"
+
+
+def _compare(actual: Any, expected: Any, tol: tuple[float, float]) -> None:
+    a_leaves, _ = tree_flatten(actual)
+    e_leaves, _ = tree_flatten(expected)
+    if len(a_leaves) != len(e_leaves):
+        raise AssertionError(f"{len(a_leaves)} outputs, expected {len(e_leaves)}")
+    for a, e in zip(a_leaves, e_leaves):
+        if isinstance(e, torch.Tensor):
+            if not isinstance(a, torch.Tensor):
+                raise AssertionError(f"expected a tensor, got {type(a).__name__}")
+            if a.device.type != "tpu" and e.device.type != "cpu":
+                raise AssertionError(f"output on {a.device}")
+            torch.testing.assert_close(a.cpu(), e, atol=tol[0], rtol=tol[1], equal_nan=True)
+        elif isinstance(e, float):
+            torch.testing.assert_close(a, e, atol=tol[0], rtol=tol[1], equal_nan=True)
+        elif a != e:
+            raise AssertionError(f"{a!r} != {e!r}")
+
+
+def _tolerance(name: str, dtype: torch.dtype) -> tuple[float, float]:
+    base = DEFAULT_TOL.get(dtype, (0.0, 0.0))
+    extra = OP_TOL.get(name, (0.0, 0.0))
+    return max(base[0], extra[0]), max(base[1], extra[1])
+
+
+def _differentiable_outputs(out: Any) -> list[torch.Tensor]:
+    leaves, _ = tree_flatten(out)
+    return [t for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
+
+
+def run_op(op: Any, dtype: torch.dtype = torch.float32, grad: bool = False) -> Result:
+    """Runs up to MAX_SAMPLES samples of `op` on tpu and CPU; ok if every one matches."""
+    tol = _tolerance(op.name, dtype)
+    try:
+        samples = list(itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=grad), MAX_SAMPLES))
+    except Exception as e:  # noqa: BLE001 (the sample generator itself failed)
+        return Result(False, f"samples: {_short(e)}")
+    compared = 0
+    for sample in samples:
+        torch.manual_seed(0)
+        try:
+            expected = op(sample.input, *sample.args, **sample.kwargs)
+        except Exception:  # noqa: BLE001 (CPU rejects this sample: nothing to compare)
+            continue
+        inp = _to(sample.input, "tpu") if not isinstance(sample.input, (list, tuple)) else tree_map(lambda t: _to(t, "tpu"), sample.input)
+        args = tree_map(lambda t: _to(t, "tpu"), sample.args)
+        kwargs = tree_map(lambda t: _to(t, "tpu"), sample.kwargs)
+        try:
+            actual = op(inp, *args, **kwargs)
+            _compare(actual, expected, tol)
+            if grad:
+                _check_grad(sample, expected, (inp, args, kwargs), actual, tol)
+        except Exception as e:  # noqa: BLE001 (reported as the op's failure reason)
+            return Result(False, _short(e))
+        compared += 1
+    if compared == 0:
+        return Result(False, "no sample ran on CPU")
+    return Result(True)
+
+
+def _grad_leaves(x: Any) -> list[torch.Tensor]:
+    leaves, _ = tree_flatten(x)
+    return [t for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
+
+
+def _check_grad(sample: Any, expected: Any, tpu_inputs: Any, actual: Any, tol: tuple[float, float]) -> None:
+    cpu_outs = _differentiable_outputs(expected)
+    tpu_outs = _differentiable_outputs(actual)
+    if not cpu_outs:
+        return
+    cpu_in = _grad_leaves((sample.input, sample.args, sample.kwargs))
+    tpu_in = _grad_leaves(tpu_inputs)
+    gen = torch.Generator().manual_seed(1)
+    cots = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in cpu_outs]
+    cpu_grads = torch.autograd.grad(cpu_outs, cpu_in, cots, allow_unused=True)
+    tpu_grads = torch.autograd.grad(tpu_outs, tpu_in, [c.to("tpu") for c in cots], allow_unused=True)
+    for a, e in zip(tpu_grads, cpu_grads):
+        if e is None or a is None:
+            if (e is None) != (a is None):
+                raise AssertionError("gradient presence differs from CPU")
+            continue
+        torch.testing.assert_close(a.cpu(), e, atol=tol[0] * 10, rtol=tol[1] * 10, equal_nan=True)
+
+
+def op_database() -> list[Any]:
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    return op_db
+
+
+def supports(op: Any, dtype: torch.dtype) -> bool:
+    return dtype in op.supported_dtypes("cpu") and op.name not in RANDOM_OPS
+
+
+def run_all(filter_fn: Callable[[Any], bool] = lambda op: True, grad: bool = True) -> dict[str, dict[str, Result]]:
+    results: dict[str, dict[str, Result]] = {}
+    for op in op_database():
+        if not filter_fn(op) or not supports(op, torch.float32):
+            continue
+        key = op.name if not op.variant_test_name else f"{op.name}.{op.variant_test_name}"
+        entry = {"forward": run_op(op, torch.float32, grad=False)}
+        if grad and op.supports_autograd and entry["forward"].ok:
+            entry["grad"] = run_op(op, torch.float32, grad=True)
+        results[key] = entry
+    return results
