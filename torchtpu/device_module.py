@@ -156,19 +156,14 @@ def is_bf16_supported() -> bool:
     return True
 
 
-class Stream(torch.Stream):
-    """The device's single in-order queue (every op is issued to it)."""
-
-    def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> "Stream":
-        return super().__new__(cls, device=torch.device("tpu", _idx(device)), priority=priority)
-
-    def wait_stream(self, stream: torch.Stream) -> None:
-        """Ops on one device already run in issue order."""
+def Stream(device: Any = None, priority: int = 0) -> torch.Stream:  # noqa: N802 (torch.cuda.Stream)
+    """The device's single in-order queue: every op is issued to it."""
+    return torch.Stream(device=torch.device("tpu", _idx(device)), priority=priority)
 
 
-class Event(torch.Event):
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> "Event":
-        return super().__new__(cls, device="tpu", enable_timing=enable_timing, blocking=blocking)
+def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:  # noqa: N802
+    """Marks the work issued so far; synchronize() waits for it, elapsed_time() is device time."""
+    return torch.Event(device="tpu", enable_timing=enable_timing, blocking=blocking)
 
 
 def current_stream(device: Any = None) -> Stream:

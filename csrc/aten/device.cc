@@ -2,7 +2,9 @@
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 
 #include "aten/generator.h"
 #include "aten/storage.h"
@@ -24,12 +26,18 @@ int Count() {
 }
 
 // An event marks the last program issued on its device; waiting on it waits for that program.
+// Its completion time is stamped by the runtime when that program finishes (for elapsed_time).
 struct EventState {
   std::weak_ptr<rt::Buffer> last;
   int device = 0;
-  std::chrono::steady_clock::time_point done;
-  bool completed = false;
+  std::shared_ptr<std::atomic<int64_t>> done_ns = std::make_shared<std::atomic<int64_t>>(0);
 };
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return c10::DeviceType::PrivateUse1; }
@@ -64,8 +72,15 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
     if (*event == nullptr) *event = new EventState();
     auto* e = static_cast<EventState*>(*event);
     e->device = stream.device_index();
-    e->completed = false;
     e->last = eager::LastOutput(e->device);
+    e->done_ns = std::make_shared<std::atomic<int64_t>>(0);
+    auto last = e->last.lock();
+    if (!last) {
+      e->done_ns->store(NowNs());
+    } else {
+      auto done = e->done_ns;
+      last->OnReady([done] { done->store(NowNs()); });
+    }
   }
   void block(void*, const c10::Stream&) const override {}  // one in-order queue per device
   bool queryEvent(void* event) const override {
@@ -78,17 +93,14 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
     auto* e = static_cast<EventState*>(event);
     if (e == nullptr) return;
     if (auto last = e->last.lock()) last->Await();
-    if (!e->completed) {
-      e->completed = true;
-      e->done = std::chrono::steady_clock::now();
-    }
+    while (e->done_ns->load() == 0) std::this_thread::yield();  // the callback is imminent
   }
   double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
     synchronizeEvent(start);
     synchronizeEvent(end);
     auto* a = static_cast<EventState*>(start);
     auto* b = static_cast<EventState*>(end);
-    return std::chrono::duration<double, std::milli>(b->done - a->done).count();
+    return static_cast<double>(b->done_ns->load() - a->done_ns->load()) * 1e-6;
   }
   bool queryStream(const c10::Stream& s) const override {
     auto last = eager::LastOutput(s.device_index()).lock();

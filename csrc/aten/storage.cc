@@ -58,6 +58,7 @@ class Allocator final : public c10::DeviceAllocator {
 };
 
 Allocator g_allocator;
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
 
 }  // namespace
 

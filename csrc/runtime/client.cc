@@ -92,6 +92,41 @@ bool Buffer::IsReady() const {
   return is_ready;
 }
 
+void Buffer::OnReady(std::function<void()> fn) const {
+  const PJRT_Api* api = client_->api();
+  Args<PJRT_Buffer_ReadyEvent_Args> args;
+  args->buffer = raw_;
+  TPU_PJRT(api, Buffer_ReadyEvent, args);
+  struct Pending {
+    std::function<void()> fn;
+    const PJRT_Api* api;
+    PJRT_Event* event;
+  };
+  auto* pending = new Pending{std::move(fn), api, args->event};
+  Args<PJRT_Event_OnReady_Args> on;
+  on->event = args->event;
+  on->user_arg = pending;
+  on->callback = [](PJRT_Error* error, void* user) {
+    auto* p = static_cast<Pending*>(user);
+    if (error != nullptr) {
+      Args<PJRT_Error_Destroy_Args> destroy;
+      destroy->error = error;
+      p->api->PJRT_Error_Destroy(destroy.get());
+    }
+    p->fn();
+    // The event outlives its callback registration; free it here, after it fired.
+    Args<PJRT_Event_Destroy_Args> destroy_event;
+    destroy_event->event = p->event;
+    p->api->PJRT_Event_Destroy(destroy_event.get());
+    delete p;
+  };
+  PJRT_Error* err = api->PJRT_Event_OnReady(on.get());
+  if (err != nullptr) {
+    delete pending;
+    ThrowIfError(api, err, "PJRT_Event_OnReady");
+  }
+}
+
 void Buffer::ToHost(void* dst, size_t nbytes) const {
   Args<PJRT_Buffer_ToHostBuffer_Args> args;
   args->src = raw_;

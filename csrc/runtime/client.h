@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -50,6 +51,8 @@ class Buffer {
   // Blocks until the value is computed; throws the execution's error if it failed.
   void Await() const;
   bool IsReady() const;
+  // Calls `fn` (on a runtime thread) once the value is computed or has failed.
+  void OnReady(std::function<void()> fn) const;
   // Copies the (dense, row-major) value to host memory; blocks.
   void ToHost(void* dst, size_t nbytes) const;
 
