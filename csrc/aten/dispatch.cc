@@ -181,6 +181,31 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   at::native::cpu_fallback(op, stack);
 }
 
+// Shape functions for ops whose Meta kernel is a "not implemented for this backend" default.
+bool MetaOverride(const std::string& name, torch::jit::Stack& s) {
+  auto T = [&](size_t i) { return s[i].isNone() ? at::Tensor() : s[i].toTensor(); };
+  if (name == "aten::convolution_overrideable") {
+    at::Tensor out = at::convolution_symint(T(0), T(1), T(2), s[3].toSymIntVector(), s[4].toSymIntVector(),
+                                            s[5].toSymIntVector(), s[6].toBool(), s[7].toSymIntVector(),
+                                            s[8].toSymInt());
+    s.clear();
+    s.emplace_back(out);
+    return true;
+  }
+  if (name == "aten::convolution_backward_overrideable") {
+    at::Tensor input = T(1), weight = T(2);
+    int64_t channels = s[6].toBool() ? weight.size(1) * s[8].toInt() : weight.size(0);
+    at::Tensor gi = at::empty_like(input), gw = at::empty_like(weight);
+    at::Tensor gb = at::empty({channels}, weight.options());
+    s.clear();
+    s.emplace_back(gi);
+    s.emplace_back(gw);
+    s.emplace_back(gb);
+    return true;
+  }
+  return false;
+}
+
 bool NeedsGenerator(const c10::FunctionSchema& s) {
   if (s.name() == "aten::native_dropout") return true;
   for (const auto& a : s.arguments()) {
@@ -250,7 +275,9 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
   if (tensor_returns) {
     for (const auto& v : args) meta_args.push_back(ToMeta(v));
     meta_stack = meta_args;
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+    if (!MetaOverride(schema.name(), meta_stack)) {
+      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+    }
   }
 
   GraphBuilder b(device);

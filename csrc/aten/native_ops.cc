@@ -174,6 +174,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("record_stream", RecordStream);
 }
 
+// Ops whose default kernel raises "not implemented for this backend": route them to the
+// boxed kernel explicitly (the backend fallback is only used when no kernel exists).
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* name : {"convolution_overrideable", "convolution_backward_overrideable"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&BoxedKernel>());
+  }
+}
+
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&BoxedKernel>());
 }

@@ -963,6 +963,8 @@ void AddNnRules(RuleMap& m) {
   m["aten::binary_cross_entropy_backward"] = BinaryCrossEntropyBackward;
   m["aten::convolution"] = Convolution;
   m["aten::convolution_backward"] = ConvolutionBackward;
+  m["aten::convolution_backward_overrideable"] = ConvolutionBackward;
+  m["aten::convolution_overrideable"] = Convolution;
   m["aten::elu"] = Elu;
   m["aten::elu_backward"] = EluBackward;
   m["aten::gelu"] = Gelu;

@@ -1,0 +1,60 @@
+# Two commands do everything on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(abspath $(VENV))/bin
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+export CCACHE_DIR ?= $(HOME)/.cache/ccache
+export PIP_CACHE_DIR ?= $(HOME)/.cache/pip
+PLUGIN = $(shell $(BIN)/python -c "import importlib.util,os;print(os.path.join(os.path.dirname(importlib.util.find_spec('xla_plugins.xla_cpu_pjrt').origin),'xla_cpu_pjrt.so'))")
+
+.PHONY: all demo test build system-deps cpp-test py-test coverage bench lint clean
+
+all: build
+
+# Debian packages the build needs (compiler, GoogleTest, ccache); installed only if missing.
+system-deps:
+	@missing=""; \
+	command -v g++ >/dev/null || missing="$$missing g++"; \
+	command -v ccache >/dev/null || missing="$$missing ccache"; \
+	[ -f /usr/include/gtest/gtest.h ] || missing="$$missing libgtest-dev"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+$(VENV)/.deps: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements.txt
+	touch $@
+
+build: system-deps $(VENV)/.deps
+	TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(BIN)/pip install -q --no-build-isolation --no-deps -e .
+
+cpp-test: build
+	cd build/py && TORCHTPU_PJRT_PLUGIN=$(PLUGIN) $(BIN)/ctest --output-on-failure -j2
+
+py-test: build
+	$(BIN)/python -m pytest -q tests
+
+test: build
+	@echo "== C++ unit tests (CTest) =="
+	cd build/py && TORCHTPU_PJRT_PLUGIN=$(PLUGIN) $(BIN)/ctest --output-on-failure -j2
+	@echo "== Python tests (pytest) =="
+	$(BIN)/python -m pytest -q tests
+
+demo: build
+	$(BIN)/python examples/train_mlp.py
+
+coverage: build
+	$(BIN)/python -m torchtpu.coverage --json --markdown docs/COVERAGE.md --expected tests/opinfo_expected.json
+
+bench: build
+	$(BIN)/python benchmarks/op_overhead.py
+
+lint: $(VENV)/.deps
+	$(BIN)/ruff check torchtpu tests benchmarks examples
+	clang-format --dry-run --Werror $$(git ls-files 'csrc/*.cc' 'csrc/*.h' 'tests/cpp/*')
+
+clean:
+	rm -rf build
