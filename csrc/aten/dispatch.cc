@@ -237,11 +237,19 @@ void RethrowAsTorchError(const std::string& op) {
     throw;
   } catch (const rt::Error& e) {
     std::string msg = e.what();
-    if (msg.size() > 600) msg = msg.substr(0, 600) + " ...";
     if (e.out_of_memory()) {
-      TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory while running ", op, ": ", msg);
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory while running ", op, ": ",
+                       msg.substr(0, 300));
     }
-    TORCH_CHECK(false, "tpu failed to run ", op, ": ", msg);
+    // Compiler diagnostics quote the whole module: keep only the first error line.
+    if (msg.rfind("PJRT_Client_Compile", 0) == 0) {
+      size_t at = msg.find("error: ");
+      std::string first = at == std::string::npos ? msg : msg.substr(at + 7);
+      first = first.substr(0, std::min<size_t>(first.find('\n'), 300));
+      TORCH_CHECK(false, "tpu failed to compile ", op, " (this is a torchtpu bug, please report ",
+                  "it): ", first);
+    }
+    TORCH_CHECK(false, "tpu failed to run ", op, ": ", msg.substr(0, 300));
   } catch (const lowering::LoweringError& e) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu cannot lower ", op, ": ", e.what());
   } catch (const std::invalid_argument& e) {

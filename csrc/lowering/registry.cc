@@ -15,6 +15,7 @@ const RuleMap& Rules() {
     AddLinalgRules(m);
     AddNnRules(m);
     AddFactoryRules(m);
+    AddTestingRules(m);
     return m;
   }();
   return rules;

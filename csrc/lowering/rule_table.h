@@ -17,5 +17,6 @@ void AddIndexRules(RuleMap& m);
 void AddLinalgRules(RuleMap& m);
 void AddNnRules(RuleMap& m);
 void AddFactoryRules(RuleMap& m);
+void AddTestingRules(RuleMap& m);
 
 }  // namespace tpu::lowering
