@@ -9,6 +9,7 @@
 
 #include "aten/generator.h"
 #include "aten/graph_builder.h"
+#include "aten/meta_cache.h"
 #include "eager/executor.h"
 #include "lowering/rule.h"
 
@@ -278,13 +279,24 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
   const auto& returns = schema.returns();
   bool tensor_returns = !returns.empty();
   for (const auto& r : returns) tensor_returns &= r.type()->kind() == c10::TypeKind::TensorType;
-  std::vector<c10::IValue> meta_args;
-  torch::jit::Stack meta_stack;
+  std::vector<TensorMeta> metas;
   if (tensor_returns) {
-    for (const auto& v : args) meta_args.push_back(ToMeta(v));
-    meta_stack = meta_args;
-    if (!MetaOverride(schema.name(), meta_stack)) {
-      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+    std::optional<std::string> key = MetaKey(op, args);
+    std::optional<std::vector<TensorMeta>> hit;
+    if (key) hit = LookupMeta(*key);
+    if (hit) {
+      metas = std::move(*hit);
+    } else {
+      torch::jit::Stack meta_stack;
+      for (const auto& v : args) meta_stack.push_back(ToMeta(v));
+      if (!MetaOverride(schema.name(), meta_stack)) {
+        op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+      }
+      for (const auto& r : meta_stack) {
+        const at::Tensor& t = r.toTensor();
+        metas.push_back({t.sizes().vec(), t.strides().vec(), t.scalar_type()});
+      }
+      if (key) StoreMeta(*key, metas);
     }
   }
 
@@ -320,7 +332,7 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
                            {}});
         continue;
       }
-      const at::Tensor& meta = meta_stack[i].toTensor();
+      const TensorMeta& meta = metas[i];
       at::Tensor target;
       const c10::AliasInfo* alias = returns[i].alias_info();
       if (alias != nullptr && alias->isWrite()) {
@@ -329,16 +341,16 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
           if (ai != nullptr && ai->beforeSets() == alias->beforeSets()) target = args[j].toTensor();
         }
         TORCH_CHECK(target.defined(), "tpu: cannot find the argument ", full, " writes into");
-        if (target.sizes() != meta.sizes()) target.resize_(meta.sizes());
-        if (target.strides() != meta.strides()) target.as_strided_(meta.sizes(), meta.strides());
+        if (target.sizes() != c10::IntArrayRef(meta.sizes)) target.resize_(meta.sizes);
+        if (target.strides() != c10::IntArrayRef(meta.strides)) target.as_strided_(meta.sizes, meta.strides);
       } else if (alias != nullptr) {
         TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: view op ", full, " has no tpu kernel");
       } else {
-        target = at::empty_strided(meta.sizes(), meta.strides(),
-                                   meta.options().device(c10::DeviceType::PrivateUse1, device));
+        target = at::empty_strided(meta.sizes, meta.strides,
+                                   at::TensorOptions().dtype(meta.dtype).device(c10::DeviceType::PrivateUse1, device));
       }
       targets.push_back(target);
-      ctx.out.push_back({ToDType(meta.scalar_type()), meta.sizes().vec()});
+      ctx.out.push_back({ToDType(meta.dtype), meta.sizes});
     }
     if (NeedsGenerator(schema)) {
       Arg gen;
