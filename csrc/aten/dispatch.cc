@@ -207,6 +207,35 @@ bool MetaOverride(const std::string& name, torch::jit::Stack& s) {
   return false;
 }
 
+// Boolean masks in Tensor?[] indices become their nonzero() coordinates, as in ATen's index
+// kernels; that read of the mask's size is the one host sync x[mask] needs.
+void ExpandMaskIndices(std::vector<c10::IValue>& args) {
+  for (auto& v : args) {
+    if (!v.isOptionalTensorList()) continue;
+    bool has_mask = false;
+    for (std::optional<at::Tensor> t : v.toOptionalTensorList()) {
+      has_mask |= t && t->defined() && (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte);
+    }
+    if (!has_mask) continue;
+    c10::List<std::optional<at::Tensor>> out;
+    for (std::optional<at::Tensor> t : v.toOptionalTensorList()) {
+      if (t && t->defined() && (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte)) {
+        at::Tensor nz = at::nonzero(*t);
+        for (int64_t k = 0; k < t->dim(); ++k) out.push_back(nz.select(1, k));
+      } else {
+        out.push_back(t);
+      }
+    }
+    v = out;
+  }
+}
+
+// native_batch_norm updates its running stats although its schema does not say so.
+bool IsUnannotatedMutation(const c10::FunctionSchema& s, size_t j) {
+  const std::string& arg = s.arguments()[j].name();
+  return s.name() == "aten::native_batch_norm" && (arg == "running_mean" || arg == "running_var");
+}
+
 bool NeedsGenerator(const c10::FunctionSchema& s) {
   if (s.name() == "aten::native_dropout") return true;
   for (const auto& a : s.arguments()) {
@@ -272,6 +301,7 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
   }
   const size_t num_args = schema.arguments().size();
   std::vector<c10::IValue> args(stack->end() - num_args, stack->end());
+  ExpandMaskIndices(args);
   const int device = OpDevice(args);
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
 
@@ -366,8 +396,29 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
     }
 
     std::vector<Value> results = rule(ctx);
-    TORCH_CHECK(results.size() == returns.size(), "tpu: lowering of ", full, " returned ",
-                results.size(), " values for ", returns.size(), " outputs");
+    // Arguments the op mutates without returning them (running stats, ...) take the rule's
+    // extra results, in schema order.
+    std::vector<at::Tensor> mutated;
+    for (size_t j = 0; j < num_args; ++j) {
+      const c10::AliasInfo* ai = schema.arguments()[j].alias_info();
+      if (IsUnannotatedMutation(schema, j) && args[j].isTensor()) {
+        mutated.push_back(args[j].toTensor());
+        continue;
+      }
+      if (ai == nullptr || !ai->isWrite() || !args[j].isTensor()) continue;
+      bool returned = false;
+      for (const auto& r : returns) {
+        returned |= r.alias_info() != nullptr && r.alias_info()->beforeSets() == ai->beforeSets();
+      }
+      if (!returned) mutated.push_back(args[j].toTensor());
+    }
+    TORCH_CHECK(results.size() == returns.size() ||
+                    results.size() == returns.size() + mutated.size(),
+                "tpu: lowering of ", full, " returned ", results.size(), " values for ",
+                returns.size(), " outputs");
+    for (size_t k = returns.size(); k < results.size(); ++k) {
+      b.Write(mutated[k - returns.size()], results[k]);
+    }
     for (size_t i = 0; i < targets.size(); ++i) {
       TORCH_CHECK(b.g.type(results[i]).dims == ctx.out[i].dims, "tpu: lowering of ", full,
                   " produced shape mismatch for output ", i);

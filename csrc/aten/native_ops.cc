@@ -163,6 +163,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", AsStrided);
   m.impl("view", at::native::view);
   m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("unfold", at::native::unfold);
   m.impl("resize_", Resize);
   m.impl("set_.source_Storage_storage_offset", SetStorage);
   m.impl("set_.source_Storage", SetWholeStorage);

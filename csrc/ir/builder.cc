@@ -61,6 +61,9 @@ std::string ScalarLiteral(double v, DType t) {
     std::snprintf(buf, sizeof(buf), "%.17e", v);
     return buf;
   }
+  // Doubles at or beyond the int64 range would overflow the cast: print the bound itself.
+  if (v >= 9223372036854775807.0) return rt::IsUnsigned(t) && v >= 18446744073709551615.0 ? "18446744073709551615" : (rt::IsUnsigned(t) ? std::to_string(static_cast<uint64_t>(v)) : "9223372036854775807");
+  if (v <= -9223372036854775808.0) return "-9223372036854775808";
   return std::to_string(static_cast<int64_t>(v));
 }
 

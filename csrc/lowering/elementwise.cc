@@ -149,10 +149,39 @@ V Where(Ctx& c) {
   return {ir::Select(c.g, cond, InAsOut(c, "self"), InAsOut(c, "other"))};
 }
 
+// max/min that propagate NaN like PyTorch (XLA:CPU's maximum/minimum return the other operand).
+Value MaxMin(Ctx& c, Value a, Value b, bool is_max) {
+  DType t = c.T(a).dtype;
+  if (t == DType::kPred) return ir::Binary(c.g, is_max ? "stablehlo.or" : "stablehlo.and", a, b);
+  Value r = ir::Binary(c.g, is_max ? "stablehlo.maximum" : "stablehlo.minimum", a, b);
+  if (!rt::IsFloat(t)) return r;
+  r = ir::Select(c.g, ir::Compare(c.g, a, a, "NE"), a, r);
+  return ir::Select(c.g, ir::Compare(c.g, b, b, "NE"), b, r);
+}
+
+// fmax/fmin: a NaN operand loses to a number.
+V FMaxMin(Ctx& c, bool is_max) {
+  Value a = InAsOut(c, "self"), b = InAsOut(c, "other");
+  Value r = MaxMin(c, a, b, is_max);
+  if (!rt::IsFloat(c.T(a).dtype)) return {r};
+  r = ir::Select(c.g, ir::Compare(c.g, a, a, "NE"), b, r);
+  return {ir::Select(c.g, ir::Compare(c.g, b, b, "NE"), a, r)};
+}
+
+// torch.equal: same shape and all elements equal (a host-read bool).
+V Equal(Ctx& c) {
+  Value a = c.In("self"), b = c.In("other");
+  if (c.T(a).dims != c.T(b).dims) return {ir::Constant(c.g, 0, DType::kPred)};
+  Dims all;
+  for (int64_t i = 0; i < c.T(a).rank(); ++i) all.push_back(i);
+  Value eq = ir::Compare(c.g, Cast(c, a, c.common), Cast(c, b, c.common), "EQ");
+  return {ir::Reduce(c.g, eq, ir::Constant(c.g, 1, DType::kPred), all, "stablehlo.and")};
+}
+
 V Clamp(Ctx& c) {
   Value x = InAsOut(c, "self");
-  if (c.Has("min")) x = ir::Binary(c.g, "stablehlo.maximum", x, InAsOut(c, "min"));
-  if (c.Has("max")) x = ir::Binary(c.g, "stablehlo.minimum", x, InAsOut(c, "max"));
+  if (c.Has("min")) x = MaxMin(c, x, InAsOut(c, "min"), true);
+  if (c.Has("max")) x = MaxMin(c, x, InAsOut(c, "max"), false);
   return {x};
 }
 
@@ -255,14 +284,15 @@ void AddElementwiseRules(RuleMap& m) {
   m["aten::bitwise_xor"] = +[](Ctx& c) { return Bin(c, "stablehlo.xor"); };
   m["aten::ceil"] = +[](Ctx& c) { return IntIdentityOr(c, "stablehlo.ceil"); };
   m["aten::clamp"] = Clamp;
-  m["aten::clamp_max"] = +[](Ctx& c) { return V{ir::Binary(c.g, "stablehlo.minimum", InAsOut(c, "self"), InAsOut(c, "max"))}; };
-  m["aten::clamp_min"] = +[](Ctx& c) { return V{ir::Binary(c.g, "stablehlo.maximum", InAsOut(c, "self"), InAsOut(c, "min"))}; };
+  m["aten::clamp_max"] = +[](Ctx& c) { return V{MaxMin(c, InAsOut(c, "self"), InAsOut(c, "max"), false)}; };
+  m["aten::clamp_min"] = +[](Ctx& c) { return V{MaxMin(c, InAsOut(c, "self"), InAsOut(c, "min"), true)}; };
   m["aten::copysign"] = Copysign;
   m["aten::cos"] = +[](Ctx& c) { return Un(c, "stablehlo.cosine"); };
   m["aten::cosh"] = +[](Ctx& c) { return Un(c, "chlo.cosh"); };
   m["aten::digamma"] = +[](Ctx& c) { return Un(c, "chlo.digamma"); };
   m["aten::div"] = Div;
   m["aten::eq"] = +[](Ctx& c) { return Cmp(c, "EQ"); };
+  m["aten::equal"] = Equal;
   m["aten::erf"] = +[](Ctx& c) { return Un(c, "chlo.erf"); };
   m["aten::erfc"] = +[](Ctx& c) { return Un(c, "chlo.erfc"); };
   m["aten::erfinv"] = +[](Ctx& c) { return Un(c, "chlo.erf_inv"); };
@@ -271,8 +301,8 @@ void AddElementwiseRules(RuleMap& m) {
   m["aten::expm1"] = +[](Ctx& c) { return Un(c, "stablehlo.exponential_minus_one"); };
   m["aten::floor"] = +[](Ctx& c) { return IntIdentityOr(c, "stablehlo.floor"); };
   m["aten::floor_divide"] = +[](Ctx& c) { return V{FloorDiv(c, InAsOut(c, "self"), InAsOut(c, "other"))}; };
-  m["aten::fmax"] = +[](Ctx& c) { return Bin(c, "stablehlo.maximum"); };
-  m["aten::fmin"] = +[](Ctx& c) { return Bin(c, "stablehlo.minimum"); };
+  m["aten::fmax"] = +[](Ctx& c) { return FMaxMin(c, true); };
+  m["aten::fmin"] = +[](Ctx& c) { return FMaxMin(c, false); };
   m["aten::fmod"] = +[](Ctx& c) { return Bin(c, "stablehlo.remainder"); };
   m["aten::frac"] = Frac;
   m["aten::ge"] = +[](Ctx& c) { return Cmp(c, "GE"); };
@@ -298,8 +328,8 @@ void AddElementwiseRules(RuleMap& m) {
   m["aten::logical_xor"] = +[](Ctx& c) { return Logical(c, "stablehlo.xor"); };
   m["aten::lt"] = +[](Ctx& c) { return Cmp(c, "LT"); };
   m["aten::masked_fill"] = MaskedFill;
-  m["aten::maximum"] = +[](Ctx& c) { return Bin(c, c.out[0].dtype == DType::kPred ? "stablehlo.or" : "stablehlo.maximum"); };
-  m["aten::minimum"] = +[](Ctx& c) { return Bin(c, c.out[0].dtype == DType::kPred ? "stablehlo.and" : "stablehlo.minimum"); };
+  m["aten::maximum"] = +[](Ctx& c) { return V{MaxMin(c, InAsOut(c, "self"), InAsOut(c, "other"), true)}; };
+  m["aten::minimum"] = +[](Ctx& c) { return V{MaxMin(c, InAsOut(c, "self"), InAsOut(c, "other"), false)}; };
   m["aten::mul"] = +[](Ctx& c) { return Bin(c, c.out[0].dtype == DType::kPred ? "stablehlo.and" : "stablehlo.multiply"); };
   m["aten::ne"] = +[](Ctx& c) { return Cmp(c, "NE"); };
   m["aten::neg"] = +[](Ctx& c) { return Un(c, "stablehlo.negate"); };
@@ -315,6 +345,7 @@ void AddElementwiseRules(RuleMap& m) {
   m["aten::sinh"] = +[](Ctx& c) { return Un(c, "chlo.sinh"); };
   m["aten::sqrt"] = +[](Ctx& c) { return Un(c, "stablehlo.sqrt"); };
   m["aten::square"] = SquareOrSelfMul;
+  m["aten::rsub"] = +[](Ctx& c) { return V{ir::Binary(c.g, "stablehlo.subtract", InAsOut(c, "other"), Scaled(c, "self"))}; };
   m["aten::sub"] = +[](Ctx& c) { return V{ir::Binary(c.g, "stablehlo.subtract", InAsOut(c, "self"), Scaled(c, "other"))}; };
   m["aten::tan"] = +[](Ctx& c) { return Un(c, "chlo.tan"); };
   m["aten::tanh"] = +[](Ctx& c) { return Un(c, "stablehlo.tanh"); };

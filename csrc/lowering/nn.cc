@@ -404,14 +404,18 @@ V BatchNorm(Ctx& c, bool training, bool functional) {
   if (c.Has("weight")) y = Mul(c, y, Channel(c, "weight", y));
   if (c.Has("bias")) y = Add(c, y, Channel(c, "bias", y));
   V r{Cast(c, y, c.out[0].dtype), OutAs(c, 1, mean), OutAs(c, 2, invstd)};
+  if (training && stats) {
+    Value keep = K(c, 1 - mom, rm), unbiased = Scale(c, var, m / std::max(m - 1, 1.0));
+    rm = Add(c, Mul(c, keep, rm), Scale(c, mean, mom));
+    rv = Add(c, Mul(c, keep, rv), Scale(c, unbiased, mom));
+  }
   if (functional) {
-    if (training && stats) {
-      Value keep = K(c, 1 - mom, rm), unbiased = Scale(c, var, m / std::max(m - 1, 1.0));
-      rm = Add(c, Mul(c, keep, rm), Scale(c, mean, mom));
-      rv = Add(c, Mul(c, keep, rv), Scale(c, unbiased, mom));
-    }
     r.push_back(OutAs(c, 3, rm));
     r.push_back(OutAs(c, 4, rv));
+  } else if (training && stats) {
+    // Extra results are written back into the mutated running_mean(a!) / running_var(b!).
+    r.push_back(Cast(c, rm, c.T(c.In("running_mean")).dtype));
+    r.push_back(Cast(c, rv, c.T(c.In("running_var")).dtype));
   }
   return r;
 }
