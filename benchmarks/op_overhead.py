@@ -8,14 +8,16 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
 import torchtpu
 
 
-def per_op_us(fn: Callable[[], object], ops: int, sync: Callable[[], None], iters: int, repeats: int) -> float:
+def per_op_us(
+    fn: Callable[[], object], ops: int, sync: Callable[[], None], iters: int, repeats: int
+) -> float:
     for _ in range(3):  # warm up: compile and fill caches
         fn()
     sync()

@@ -6,7 +6,7 @@ The only device-specific line is `device = tpu.get_device()`.
 import time
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 import torchtpu as tpu
 
@@ -19,7 +19,9 @@ w = torch.randn(16, 1)
 y = torch.sin(x @ w) + 0.05 * torch.randn(512, 1)
 x, y = x.to(device), y.to(device)
 
-model = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 1)).to(device)
+model = nn.Sequential(
+    nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 1)
+).to(device)
 opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
 
 start = time.perf_counter()
@@ -33,5 +35,7 @@ for step in range(1, 201):
         print(f"step {step:3d}  loss {loss.item():.4f}")
 elapsed = time.perf_counter() - start
 m = tpu.metrics()
-print(f"device {device} ({tpu.platform()}): 200 steps in {elapsed:.1f}s, "
-      f"{m['compiles']} compiles, {m['executions']} executions, {m['cpu_fallbacks']} CPU fallbacks")
+print(
+    f"device {device} ({tpu.platform()}): 200 steps in {elapsed:.1f}s, "
+    f"{m['compiles']} compiles, {m['executions']} executions, {m['cpu_fallbacks']} CPU fallbacks"
+)

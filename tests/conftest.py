@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-import torchtpu  # noqa: F401  (registers the tpu device)
+import torchtpu
 
 
 @pytest.fixture

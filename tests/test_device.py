@@ -63,9 +63,15 @@ def test_view_write_back(device):
 def test_strided_reads(device):
     ref = torch.arange(60, dtype=torch.float32).reshape(3, 4, 5)
     x = ref.to(device)
-    for f in [lambda t: t[:, ::2, 1:], lambda t: t.permute(2, 0, 1), lambda t: t[1].T,
-              lambda t: t[:, 0:1].expand(3, 7, 5), lambda t: t.as_strided((4, 4), (3, 1), 2),
-              lambda t: t.unsqueeze(1)[..., 3], lambda t: t.diagonal(dim1=1, dim2=2)]:
+    for f in [
+        lambda t: t[:, ::2, 1:],
+        lambda t: t.permute(2, 0, 1),
+        lambda t: t[1].T,
+        lambda t: t[:, 0:1].expand(3, 7, 5),
+        lambda t: t.as_strided((4, 4), (3, 1), 2),
+        lambda t: t.unsqueeze(1)[..., 3],
+        lambda t: t.diagonal(dim1=1, dim2=2),
+    ]:
         assert torch.equal(f(x).cpu(), f(ref))
         assert torch.equal((f(x) * 2).cpu(), f(ref) * 2)
 
@@ -204,7 +210,9 @@ def test_debug_mode(device):
     assert y.sum().item() == 6.0
     env = dict(os.environ, TPU_LAUNCH_BLOCKING="1")
     code = "import torch, torchtpu; print(torchtpu.get_mode())"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
     assert out.stdout.strip() == "debug"
 
 
@@ -243,7 +251,9 @@ def test_cpu_fallback_runs_and_counts():
         "print(y.device, torchtpu.metrics()['cpu_fallbacks'], sum('CPU' in str(m.message) for m in w))\n"
     )
     env = dict(os.environ, TORCHTPU_CPU_FALLBACK="1")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
     dev, count, warned = out.stdout.split()
     assert dev == "tpu:0" and int(count) >= 2 and int(warned) == 1
 
@@ -257,5 +267,7 @@ def test_several_cpu_devices(n):
         "print(torch.tpu.device_count(), a.device, b.device, b.sum().item())\n"
     )
     env = dict(os.environ, TORCHTPU_CPU_DEVICES=str(n))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
     assert out.stdout.split() == [str(n), "tpu:1", "tpu:0", "9.0"]

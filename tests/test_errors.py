@@ -1,13 +1,10 @@
 """User mistakes raise PyTorch's exception type and message at the user's line; the process and
 its other tensors survive."""
 
-import sys
 import traceback
 
 import pytest
 import torch
-
-import torchtpu
 
 
 def raised_at(excinfo: pytest.ExceptionInfo, marker: str) -> None:
@@ -26,14 +23,18 @@ def survivor(device):
 
 def test_shapes_do_not_broadcast(device, survivor):
     a, b = torch.ones(3, device=device), torch.ones(4, device=device)
-    with pytest.raises(RuntimeError, match=r"The size of tensor a \(3\) must match the size of tensor b \(4\)") as e:
+    with pytest.raises(
+        RuntimeError, match=r"The size of tensor a \(3\) must match the size of tensor b \(4\)"
+    ) as e:
         a + b  # BAD-LINE
     raised_at(e, "BAD-LINE")
 
 
 def test_matmul_inner_size_mismatch(device, survivor):
     a, b = torch.ones(2, 3, device=device), torch.ones(4, 5, device=device)
-    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)") as e:
+    with pytest.raises(
+        RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"
+    ) as e:
         torch.mm(a, b)  # BAD-LINE
     raised_at(e, "BAD-LINE")
 
@@ -41,14 +42,19 @@ def test_matmul_inner_size_mismatch(device, survivor):
 def test_float_tensor_as_index(device, survivor):
     x = torch.ones(4, device=device)
     idx = torch.tensor([0.0, 1.0], device=device)
-    with pytest.raises(IndexError, match="tensors used as indices must be long, int, byte or bool tensors") as e:
+    with pytest.raises(
+        IndexError, match="tensors used as indices must be long, int, byte or bool tensors"
+    ) as e:
         x[idx]  # BAD-LINE
     raised_at(e, "BAD-LINE")
 
 
 def test_cpu_and_tpu_tensor_in_one_op(device, survivor):
     a, b = torch.ones(3, device=device), torch.ones(3)
-    with pytest.raises(RuntimeError, match=r"Expected all tensors to be on the same device, but found at least two devices, tpu:0 and cpu!") as e:
+    with pytest.raises(
+        RuntimeError,
+        match=r"Expected all tensors to be on the same device, but found at least two devices, tpu:0 and cpu!",
+    ) as e:
         torch.add(a, b)  # BAD-LINE
     raised_at(e, "BAD-LINE")
     assert (a + torch.tensor(2.0)).tolist() == [3.0] * 3  # a CPU 0-d tensor is a scalar, as on CUDA
@@ -56,14 +62,19 @@ def test_cpu_and_tpu_tensor_in_one_op(device, survivor):
 
 def test_dim_out_of_range(device, survivor):
     x = torch.ones(2, 3, device=device)
-    with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of \[-2, 1\], but got 5\)") as e:
+    with pytest.raises(
+        IndexError,
+        match=r"Dimension out of range \(expected to be in range of \[-2, 1\], but got 5\)",
+    ) as e:
         x.sum(dim=5)  # BAD-LINE
     raised_at(e, "BAD-LINE")
 
 
 def test_index_out_of_range(device, survivor):
     x = torch.ones(3, 2, device=device)
-    with pytest.raises(IndexError, match="index 10 is out of bounds for dimension 0 with size 3") as e:
+    with pytest.raises(
+        IndexError, match="index 10 is out of bounds for dimension 0 with size 3"
+    ) as e:
         x[10]  # BAD-LINE
     raised_at(e, "BAD-LINE")
 
@@ -76,7 +87,10 @@ def test_allocation_larger_than_memory(device, survivor):
 
 def test_unsupported_op(device, survivor):
     x = torch.eye(3, device=device)
-    with pytest.raises(NotImplementedError, match=r"'aten::linalg_cholesky_ex.L' is not currently implemented for the tpu device.*TORCHTPU_CPU_FALLBACK=1") as e:
+    with pytest.raises(
+        NotImplementedError,
+        match=r"'aten::linalg_cholesky_ex.L' is not currently implemented for the tpu device.*TORCHTPU_CPU_FALLBACK=1",
+    ) as e:
         torch.linalg.cholesky_ex(x)  # BAD-LINE
     raised_at(e, "BAD-LINE")
 
@@ -84,7 +98,9 @@ def test_unsupported_op(device, survivor):
 def test_compile_failure_names_the_op(device, survivor):
     # torchtpu::_invalid_program is a test op whose lowering emits an op XLA does not know.
     x = torch.ones(2, device=device)
-    with pytest.raises(RuntimeError, match=r"tpu failed to compile torchtpu::_invalid_program") as e:
+    with pytest.raises(
+        RuntimeError, match=r"tpu failed to compile torchtpu::_invalid_program"
+    ) as e:
         torch.ops.torchtpu._invalid_program(x)  # BAD-LINE
     raised_at(e, "BAD-LINE")
     msg = str(e.value)

@@ -10,7 +10,8 @@ import torch
 
 from torchtpu.testing import opinfo
 
-EXPECTED = json.load(open(os.path.join(os.path.dirname(__file__), "opinfo_expected.json")))
+with open(os.path.join(os.path.dirname(__file__), "opinfo_expected.json")) as _f:
+    EXPECTED = json.load(_f)
 
 
 def _ops() -> dict[str, object]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -14,9 +16,9 @@ def _autoload() -> None:
     """
 
 
-import torch  # noqa: E402
+import torch
 
-from . import _platform  # noqa: E402
+from . import _platform
 
 __version__ = "0.1.0"
 
@@ -48,7 +50,7 @@ def _register() -> None:
 
 _register()
 
-from . import _C  # noqa: E402
+from . import _C
 
 
 def get_device(index: int | None = None) -> torch.device:
@@ -74,20 +76,15 @@ def get_mode() -> str:
     return _C.get_mode()
 
 
-class mode:  # noqa: N801 (used as a context manager, like torch.no_grad)
-    """with torchtpu.mode("debug"): ..."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._prev = ""
-
-    def __enter__(self) -> "mode":
-        self._prev = get_mode()
-        set_mode(self._name)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        set_mode(self._prev)
+@contextlib.contextmanager
+def mode(name: str) -> Iterator[None]:
+    """with torchtpu.mode("debug"): ...  (restores the previous mode on exit)"""
+    prev = get_mode()
+    set_mode(name)
+    try:
+        yield
+    finally:
+        set_mode(prev)
 
 
 def platform() -> str:

@@ -79,4 +79,6 @@ def resolve() -> tuple[str, str]:
         path = finders[name]()
         if path is not None:
             return name, path
-    raise RuntimeError("no PJRT plugin found: pip install xla-cpu-pjrt (CPU), libtpu or jax-cuda13-pjrt")
+    raise RuntimeError(
+        "no PJRT plugin found: pip install xla-cpu-pjrt (CPU), libtpu or jax-cuda13-pjrt"
+    )

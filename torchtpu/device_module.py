@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -156,12 +157,14 @@ def is_bf16_supported() -> bool:
     return True
 
 
-def Stream(device: Any = None, priority: int = 0) -> torch.Stream:  # noqa: N802 (torch.cuda.Stream)
+def Stream(device: Any = None, priority: int = 0) -> torch.Stream:
     """The device's single in-order queue: every op is issued to it."""
     return torch.Stream(device=torch.device("tpu", _idx(device)), priority=priority)
 
 
-def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:  # noqa: N802
+def Event(
+    enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+) -> torch.Event:
     """Marks the work issued so far; synchronize() waits for it, elapsed_time() is device time."""
     return torch.Event(device="tpu", enable_timing=enable_timing, blocking=blocking)
 

@@ -58,12 +58,16 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream getStream(c10::Device d) const noexcept override {
     return c10::Stream(c10::Stream::DEFAULT, d);
   }
-  c10::Stream getNewStream(c10::Device d, int) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
+  c10::Stream getNewStream(c10::Device d, int) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override {
     return c10::Stream(c10::Stream::DEFAULT, d);
   }
   c10::Stream exchangeStream(c10::Stream s) const noexcept override { return s; }
-  c10::DeviceIndex deviceCount() const noexcept override { return static_cast<c10::DeviceIndex>(Count()); }
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return static_cast<c10::DeviceIndex>(Count());
+  }
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
     delete static_cast<EventState*>(event);
   }
@@ -106,7 +110,9 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
     auto last = eager::LastOutput(s.device_index()).lock();
     return !last || last->IsReady();
   }
-  void synchronizeStream(const c10::Stream& s) const override { eager::Synchronize(s.device_index()); }
+  void synchronizeStream(const c10::Stream& s) const override {
+    eager::Synchronize(s.device_index());
+  }
   void synchronizeDevice(const c10::DeviceIndex d) const override { eager::Synchronize(d); }
   void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
 };
@@ -125,7 +131,9 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
     g_current = d;
     return old;
   }
-  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override { return exchangeDevice(d); }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override {
+    return exchangeDevice(d);
+  }
   const at::Generator& getDefaultGenerator(c10::DeviceIndex d) const override {
     return DefaultGenerator(d);
   }

@@ -51,7 +51,8 @@ c10::IValue ToMeta(const c10::IValue& v) {
     }
     return out;
   }
-  if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) return c10::Device(at::kMeta);
+  if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1)
+    return c10::Device(at::kMeta);
   return v;
 }
 
@@ -63,8 +64,10 @@ int OpDevice(const std::vector<c10::IValue>& args) {
     if (!t.defined()) return;
     if (IsTpu(t)) {
       if (device >= 0 && device != t.device().index()) {
-        TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, tpu:",
-                    device, " and tpu:", static_cast<int>(t.device().index()), "!");
+        TORCH_CHECK(
+            false,
+            "Expected all tensors to be on the same device, but found at least two devices, tpu:",
+            device, " and tpu:", static_cast<int>(t.device().index()), "!");
       }
       device = t.device().index();
     } else if (t.dim() > 0 && !index_list) {
@@ -73,9 +76,11 @@ int OpDevice(const std::vector<c10::IValue>& args) {
   };
   for (const auto& v : args) {
     if (v.isTensor()) visit(v.toTensor(), false);
-    if (v.isTensorList()) for (const at::Tensor& t : v.toTensorList()) visit(t, false);
+    if (v.isTensorList())
+      for (const at::Tensor& t : v.toTensorList()) visit(t, false);
     if (v.isOptionalTensorList()) {
-      for (std::optional<at::Tensor> t : v.toOptionalTensorList()) if (t) visit(*t, true);
+      for (std::optional<at::Tensor> t : v.toOptionalTensorList())
+        if (t) visit(*t, true);
     }
   }
   for (const auto& v : args) {
@@ -86,7 +91,8 @@ int OpDevice(const std::vector<c10::IValue>& args) {
   if (device < 0) {
     device = c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index();
   }
-  TORCH_CHECK(!cpu, "Expected all tensors to be on the same device, but found at least two devices, tpu:",
+  TORCH_CHECK(!cpu,
+              "Expected all tensors to be on the same device, but found at least two devices, tpu:",
               device, " and cpu!");
   return device;
 }
@@ -151,7 +157,8 @@ Arg ToArg(GraphBuilder& b, const c10::Argument& a, const c10::IValue& v) {
         r.ints = v.toIntVector();
       } else if (v.isList() && elem->kind() == c10::TypeKind::SymIntType) {
         r.kind = Arg::Kind::kInts;
-        for (const c10::SymInt& s : v.toSymIntList()) r.ints.push_back(s.guard_int(__FILE__, __LINE__));
+        for (const c10::SymInt& s : v.toSymIntList())
+          r.ints.push_back(s.guard_int(__FILE__, __LINE__));
       }
       return r;
     }
@@ -186,9 +193,9 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
 bool MetaOverride(const std::string& name, torch::jit::Stack& s) {
   auto T = [&](size_t i) { return s[i].isNone() ? at::Tensor() : s[i].toTensor(); };
   if (name == "aten::convolution_overrideable") {
-    at::Tensor out = at::convolution_symint(T(0), T(1), T(2), s[3].toSymIntVector(), s[4].toSymIntVector(),
-                                            s[5].toSymIntVector(), s[6].toBool(), s[7].toSymIntVector(),
-                                            s[8].toSymInt());
+    at::Tensor out = at::convolution_symint(T(0), T(1), T(2), s[3].toSymIntVector(),
+                                            s[4].toSymIntVector(), s[5].toSymIntVector(),
+                                            s[6].toBool(), s[7].toSymIntVector(), s[8].toSymInt());
     s.clear();
     s.emplace_back(out);
     return true;
@@ -214,7 +221,8 @@ void ExpandMaskIndices(std::vector<c10::IValue>& args) {
     if (!v.isOptionalTensorList()) continue;
     bool has_mask = false;
     for (std::optional<at::Tensor> t : v.toOptionalTensorList()) {
-      has_mask |= t && t->defined() && (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte);
+      has_mask |=
+          t && t->defined() && (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte);
     }
     if (!has_mask) continue;
     c10::List<std::optional<at::Tensor>> out;
@@ -289,9 +297,8 @@ void RethrowAsTorchError(const std::string& op) {
 
 void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
-  const std::string full = schema.overload_name().empty()
-                               ? schema.name()
-                               : schema.name() + "." + schema.overload_name();
+  const std::string full =
+      schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name();
   lowering::Rule rule = lowering::FindRule(schema.name(), schema.overload_name());
   if (rule == nullptr) {
     if (CpuFallbackEnabled()) return CpuFallback(op, stack, full);
@@ -343,7 +350,8 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
       }
       if (args[i].isTensor() && args[i].toTensor().defined()) {
         rts = at::native::update_result_type_state(args[i].toTensor(), rts);
-      } else if (Unwrapped(a.real_type())->kind() == c10::TypeKind::NumberType && !args[i].isNone()) {
+      } else if (Unwrapped(a.real_type())->kind() == c10::TypeKind::NumberType &&
+                 !args[i].isNone()) {
         rts = at::native::update_result_type_state(args[i].toScalar(), rts);
       }
       ctx.args.emplace_back(a.name(), ToArg(b, a, args[i]));
@@ -356,7 +364,7 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
     for (size_t i = 0; i < returns.size(); ++i) {
       if (!tensor_returns) {
         c10::TypeKind k = returns[i].type()->kind();
-        ctx.out.push_back({k == c10::TypeKind::BoolType ? rt::DType::kPred
+        ctx.out.push_back({k == c10::TypeKind::BoolType  ? rt::DType::kPred
                            : k == c10::TypeKind::IntType ? rt::DType::kS64
                                                          : rt::DType::kF64,
                            {}});
@@ -372,12 +380,14 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
         }
         TORCH_CHECK(target.defined(), "tpu: cannot find the argument ", full, " writes into");
         if (target.sizes() != c10::IntArrayRef(meta.sizes)) target.resize_(meta.sizes);
-        if (target.strides() != c10::IntArrayRef(meta.strides)) target.as_strided_(meta.sizes, meta.strides);
+        if (target.strides() != c10::IntArrayRef(meta.strides))
+          target.as_strided_(meta.sizes, meta.strides);
       } else if (alias != nullptr) {
         TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: view op ", full, " has no tpu kernel");
       } else {
-        target = at::empty_strided(meta.sizes, meta.strides,
-                                   at::TensorOptions().dtype(meta.dtype).device(c10::DeviceType::PrivateUse1, device));
+        target = at::empty_strided(
+            meta.sizes, meta.strides,
+            at::TensorOptions().dtype(meta.dtype).device(c10::DeviceType::PrivateUse1, device));
       }
       targets.push_back(target);
       ctx.out.push_back({ToDType(meta.dtype), meta.sizes});
@@ -385,7 +395,8 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
     if (NeedsGenerator(schema)) {
       Arg gen;
       gen.kind = Arg::Kind::kValue;
-      gen.value = GeneratorState(b, args, schema, ctx.out.empty() ? 1 : ir::Type(ctx.out[0]).numel());
+      gen.value =
+          GeneratorState(b, args, schema, ctx.out.empty() ? 1 : ir::Type(ctx.out[0]).numel());
       auto it = std::find_if(ctx.args.begin(), ctx.args.end(),
                              [](const auto& a) { return a.first == "generator"; });
       if (it != ctx.args.end()) {
@@ -412,10 +423,10 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
       }
       if (!returned) mutated.push_back(args[j].toTensor());
     }
-    TORCH_CHECK(results.size() == returns.size() ||
-                    results.size() == returns.size() + mutated.size(),
-                "tpu: lowering of ", full, " returned ", results.size(), " values for ",
-                returns.size(), " outputs");
+    TORCH_CHECK(
+        results.size() == returns.size() || results.size() == returns.size() + mutated.size(),
+        "tpu: lowering of ", full, " returned ", results.size(), " values for ", returns.size(),
+        " outputs");
     for (size_t k = returns.size(); k < results.size(); ++k) {
       b.Write(mutated[k - returns.size()], results[k]);
     }
@@ -425,7 +436,8 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
       b.Write(targets[i], results[i]);
     }
     if (!tensor_returns) {
-      for (size_t i = 0; i < results.size(); ++i) b.g.results.push_back(ir::Convert(b.g, results[i], ctx.out[i].dtype));
+      for (size_t i = 0; i < results.size(); ++i)
+        b.g.results.push_back(ir::Convert(b.g, results[i], ctx.out[i].dtype));
     }
     std::vector<rt::BufferPtr> host = b.Run();
     torch::jit::drop(*stack, num_args);

@@ -26,7 +26,8 @@ int64_t CountTrue(const at::Tensor& like, const std::function<Value(GraphBuilder
 Value TruePositions(ir::Graph& g, Value flat_mask, int64_t count) {
   int64_t n = g.type(flat_mask).dims[0];
   ir::Type t{rt::DType::kS64, {n}};
-  Value key = ir::Select(g, flat_mask, ir::Iota(g, t, 0), ir::Constant(g, static_cast<double>(n), rt::DType::kS64, {n}));
+  Value key = ir::Select(g, flat_mask, ir::Iota(g, t, 0),
+                         ir::Constant(g, static_cast<double>(n), rt::DType::kS64, {n}));
   auto less = std::make_shared<ir::Graph>();
   Value a = less->Param({rt::DType::kS64, {}});
   Value c = less->Param({rt::DType::kS64, {}});
@@ -54,8 +55,12 @@ at::Tensor Nonzero(const at::Tensor& self) {
     Dims strides = ir::ContiguousStrides(shape);
     std::vector<Value> coords;
     for (int64_t d = 0; d < rank; ++d) {
-      Value q = ir::Binary(b.g, "stablehlo.divide", pos, ir::Constant(b.g, static_cast<double>(strides[d]), rt::DType::kS64, {count}));
-      Value r = ir::Binary(b.g, "stablehlo.remainder", q, ir::Constant(b.g, static_cast<double>(shape[d]), rt::DType::kS64, {count}));
+      Value q =
+          ir::Binary(b.g, "stablehlo.divide", pos,
+                     ir::Constant(b.g, static_cast<double>(strides[d]), rt::DType::kS64, {count}));
+      Value r =
+          ir::Binary(b.g, "stablehlo.remainder", q,
+                     ir::Constant(b.g, static_cast<double>(shape[d]), rt::DType::kS64, {count}));
       coords.push_back(ir::Reshape(b.g, r, {count, 1}));
     }
     b.Write(out, ir::Concat(b.g, coords, 1));

@@ -88,8 +88,9 @@ void GraphBuilder::Write(const at::Tensor& t, Value v) {
     Value flat = lowering::WriteView(g, Base(t, s.dtype), s, v);
     rt::BufferPtr old = Current(t.storage());
     // Keep the storage's buffer shape when only part of it changed.
-    result = (old && old->dtype() == s.dtype && old->numel() == elems) ? ir::Reshape(g, flat, old->dims())
-                                                                     : flat;
+    result = (old && old->dtype() == s.dtype && old->numel() == elems)
+                 ? ir::Reshape(g, flat, old->dims())
+                 : flat;
   }
   written_[slot] = {t.storage(), result};
 }

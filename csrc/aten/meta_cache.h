@@ -20,7 +20,8 @@ struct TensorMeta {
 
 // The cache key of a call, or nullopt when an argument has no metadata we can key on.
 // Float scalars enter by type only (their values never change shapes); integers by value.
-std::optional<std::string> MetaKey(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args);
+std::optional<std::string> MetaKey(const c10::OperatorHandle& op,
+                                   const std::vector<c10::IValue>& args);
 
 // The cached result for `key`, if any (a copy: the cache may be cleared concurrently).
 std::optional<std::vector<TensorMeta>> LookupMeta(const std::string& key);

@@ -77,7 +77,8 @@ at::Tensor& SetWholeStorage(at::Tensor& self, c10::Storage source) {
 }
 
 at::Tensor& SetTensor(at::Tensor& self, const at::Tensor& src) {
-  return SetStorage(self, src.storage(), src.sym_storage_offset(), src.sym_sizes(), src.sym_strides());
+  return SetStorage(self, src.storage(), src.sym_storage_offset(), src.sym_sizes(),
+                    src.sym_strides());
 }
 
 at::Tensor& SetEmpty(at::Tensor& self) {
@@ -86,7 +87,8 @@ at::Tensor& SetEmpty(at::Tensor& self) {
 }
 
 bool IsWholeBuffer(const at::Tensor& t, const rt::BufferPtr& buf) {
-  lowering::Strided s{ToDType(t.scalar_type()), t.storage_offset(), t.sizes().vec(), t.strides().vec()};
+  lowering::Strided s{ToDType(t.scalar_type()), t.storage_offset(), t.sizes().vec(),
+                      t.strides().vec()};
   return buf && buf->dtype() == s.dtype && lowering::IsWholeContiguous(s, buf->numel());
 }
 
@@ -110,7 +112,8 @@ void FromHost(const at::Tensor& src, const at::Tensor& dst) {
   rt::BufferPtr buf =
       eager::Client().FromHost(c.data_ptr(), ToDType(c.scalar_type()), c.sizes().vec(), device);
   lowering::Strided s{buf->dtype(), dst.storage_offset(), dst.sizes().vec(), dst.strides().vec()};
-  if (lowering::IsWholeContiguous(s, static_cast<int64_t>(dst.storage().nbytes()) / dst.element_size()) &&
+  if (lowering::IsWholeContiguous(
+          s, static_cast<int64_t>(dst.storage().nbytes()) / dst.element_size()) &&
       dst.storage().nbytes() == static_cast<size_t>(dst.numel() * dst.element_size())) {
     Assign(dst.storage(), buf);  // the upload is the new storage value: no program needed
     return;

@@ -104,19 +104,32 @@ void ResizeStorageBytes(const c10::Storage& storage, size_t nbytes) {
 
 rt::DType ToDType(at::ScalarType t) {
   switch (t) {
-    case at::kBool: return rt::DType::kPred;
-    case at::kChar: return rt::DType::kS8;
-    case at::kShort: return rt::DType::kS16;
-    case at::kInt: return rt::DType::kS32;
-    case at::kLong: return rt::DType::kS64;
-    case at::kByte: return rt::DType::kU8;
-    case at::kUInt16: return rt::DType::kU16;
-    case at::kUInt32: return rt::DType::kU32;
-    case at::kUInt64: return rt::DType::kU64;
-    case at::kHalf: return rt::DType::kF16;
-    case at::kFloat: return rt::DType::kF32;
-    case at::kDouble: return rt::DType::kF64;
-    case at::kBFloat16: return rt::DType::kBF16;
+    case at::kBool:
+      return rt::DType::kPred;
+    case at::kChar:
+      return rt::DType::kS8;
+    case at::kShort:
+      return rt::DType::kS16;
+    case at::kInt:
+      return rt::DType::kS32;
+    case at::kLong:
+      return rt::DType::kS64;
+    case at::kByte:
+      return rt::DType::kU8;
+    case at::kUInt16:
+      return rt::DType::kU16;
+    case at::kUInt32:
+      return rt::DType::kU32;
+    case at::kUInt64:
+      return rt::DType::kU64;
+    case at::kHalf:
+      return rt::DType::kF16;
+    case at::kFloat:
+      return rt::DType::kF32;
+    case at::kDouble:
+      return rt::DType::kF64;
+    case at::kBFloat16:
+      return rt::DType::kBF16;
     default:
       TORCH_CHECK_TYPE(false, "tpu does not support dtype ", t);
   }
@@ -124,20 +137,34 @@ rt::DType ToDType(at::ScalarType t) {
 
 at::ScalarType ToScalarType(rt::DType t) {
   switch (t) {
-    case rt::DType::kPred: return at::kBool;
-    case rt::DType::kS8: return at::kChar;
-    case rt::DType::kS16: return at::kShort;
-    case rt::DType::kS32: return at::kInt;
-    case rt::DType::kS64: return at::kLong;
-    case rt::DType::kU8: return at::kByte;
-    case rt::DType::kU16: return at::kUInt16;
-    case rt::DType::kU32: return at::kUInt32;
-    case rt::DType::kU64: return at::kUInt64;
-    case rt::DType::kF16: return at::kHalf;
-    case rt::DType::kF32: return at::kFloat;
-    case rt::DType::kF64: return at::kDouble;
-    case rt::DType::kBF16: return at::kBFloat16;
-    default: TORCH_CHECK(false, "unknown dtype");
+    case rt::DType::kPred:
+      return at::kBool;
+    case rt::DType::kS8:
+      return at::kChar;
+    case rt::DType::kS16:
+      return at::kShort;
+    case rt::DType::kS32:
+      return at::kInt;
+    case rt::DType::kS64:
+      return at::kLong;
+    case rt::DType::kU8:
+      return at::kByte;
+    case rt::DType::kU16:
+      return at::kUInt16;
+    case rt::DType::kU32:
+      return at::kUInt32;
+    case rt::DType::kU64:
+      return at::kUInt64;
+    case rt::DType::kF16:
+      return at::kHalf;
+    case rt::DType::kF32:
+      return at::kFloat;
+    case rt::DType::kF64:
+      return at::kDouble;
+    case rt::DType::kBF16:
+      return at::kBFloat16;
+    default:
+      TORCH_CHECK(false, "unknown dtype");
   }
 }
 

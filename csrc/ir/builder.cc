@@ -21,23 +21,37 @@ std::string NonFiniteHex(double v, DType t) {
   const char* s = nullptr;
   if (std::isnan(v)) {
     switch (t) {
-      case DType::kF16: return "0x7E00";
-      case DType::kBF16: return "0x7FC0";
-      case DType::kF64: return "0x7FF8000000000000";
-      default: return "0x7FC00000";
+      case DType::kF16:
+        return "0x7E00";
+      case DType::kBF16:
+        return "0x7FC0";
+      case DType::kF64:
+        return "0x7FF8000000000000";
+      default:
+        return "0x7FC00000";
     }
   }
   switch (t) {
-    case DType::kF16: s = neg ? "0xFC00" : "0x7C00"; break;
-    case DType::kBF16: s = neg ? "0xFF80" : "0x7F80"; break;
-    case DType::kF64: s = neg ? "0xFFF0000000000000" : "0x7FF0000000000000"; break;
-    default: s = neg ? "0xFF800000" : "0x7F800000"; break;
+    case DType::kF16:
+      s = neg ? "0xFC00" : "0x7C00";
+      break;
+    case DType::kBF16:
+      s = neg ? "0xFF80" : "0x7F80";
+      break;
+    case DType::kF64:
+      s = neg ? "0xFFF0000000000000" : "0x7FF0000000000000";
+      break;
+    default:
+      s = neg ? "0xFF800000" : "0x7F800000";
+      break;
   }
   return s;
 }
 }  // namespace
 
-std::string I64Array(const Dims& v) { return v.empty() ? "array<i64>" : "array<i64: " + Join(v) + ">"; }
+std::string I64Array(const Dims& v) {
+  return v.empty() ? "array<i64>" : "array<i64: " + Join(v) + ">";
+}
 
 std::string BoolArray(const std::vector<bool>& v) {
   if (v.empty()) return "array<i1>";
@@ -62,7 +76,11 @@ std::string ScalarLiteral(double v, DType t) {
     return buf;
   }
   // Doubles at or beyond the int64 range would overflow the cast: print the bound itself.
-  if (v >= 9223372036854775807.0) return rt::IsUnsigned(t) && v >= 18446744073709551615.0 ? "18446744073709551615" : (rt::IsUnsigned(t) ? std::to_string(static_cast<uint64_t>(v)) : "9223372036854775807");
+  if (v >= 9223372036854775807.0)
+    return rt::IsUnsigned(t) && v >= 18446744073709551615.0
+               ? "18446744073709551615"
+               : (rt::IsUnsigned(t) ? std::to_string(static_cast<uint64_t>(v))
+                                    : "9223372036854775807");
   if (v <= -9223372036854775808.0) return "-9223372036854775808";
   return std::to_string(static_cast<int64_t>(v));
 }
@@ -236,8 +254,8 @@ Value DotGeneral(Graph& g, Value a, Value b, const Dims& lhs_batch, const Dims& 
     return s + "]";
   };
   return g.Op1("stablehlo.dot_general", {a, b}, std::move(out),
-               "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = " + list(lhs_batch) +
-                   ", rhs_batching_dimensions = " + list(rhs_batch) +
+               "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = " +
+                   list(lhs_batch) + ", rhs_batching_dimensions = " + list(rhs_batch) +
                    ", lhs_contracting_dimensions = " + list(lhs_contract) +
                    ", rhs_contracting_dimensions = " + list(rhs_contract) + ">");
 }
@@ -255,7 +273,8 @@ int64_t WrapDim(int64_t dim, int64_t rank) {
 
 Dims ContiguousStrides(const Dims& dims) {
   Dims s(dims.size(), 1);
-  for (int64_t i = static_cast<int64_t>(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * std::max<int64_t>(dims[i + 1], 1);
+  for (int64_t i = static_cast<int64_t>(dims.size()) - 2; i >= 0; --i)
+    s[i] = s[i + 1] * std::max<int64_t>(dims[i + 1], 1);
   return s;
 }
 
@@ -297,8 +316,8 @@ Value Gather(Graph& g, Value x, Value idx, const Dims& index_dims, int64_t batch
                    ">, slice_sizes = " + I64Array(sizes) + ", indices_are_sorted = false");
 }
 
-Value Scatter(Graph& g, Value x, Value idx, Value updates, const Dims& index_dims,
-              int64_t batch_at, std::shared_ptr<Graph> combiner) {
+Value Scatter(Graph& g, Value x, Value idx, Value updates, const Dims& index_dims, int64_t batch_at,
+              std::shared_ptr<Graph> combiner) {
   int64_t batch_rank = g.type(idx).rank() - 1;
   Dims inserted = index_dims;
   std::sort(inserted.begin(), inserted.end());
@@ -329,8 +348,8 @@ Value DotGeneralHighest(Graph& g, Value a, Value b, const Dims& lhs_batch, const
 
 Value IntConstant(Graph& g, uint64_t bits, DType t, const Dims& dims) {
   Type scalar{t, {}};
-  std::string lit = rt::IsUnsigned(t) ? std::to_string(bits)
-                                      : std::to_string(static_cast<int64_t>(bits));
+  std::string lit =
+      rt::IsUnsigned(t) ? std::to_string(bits) : std::to_string(static_cast<int64_t>(bits));
   Value c = g.Op1("stablehlo.constant", {}, scalar, "value = dense<" + lit + "> : " + scalar.str());
   return dims.empty() ? c : BroadcastInDim(g, c, dims, {});
 }

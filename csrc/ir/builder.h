@@ -10,10 +10,10 @@ namespace tpu::ir {
 
 using Dims = std::vector<int64_t>;
 
-std::string I64Array(const Dims& v);            // "array<i64: 1, 2>"
-std::string BoolArray(const std::vector<bool>& v);  // "array<i1: true, false>"
+std::string I64Array(const Dims& v);                  // "array<i64: 1, 2>"
+std::string BoolArray(const std::vector<bool>& v);    // "array<i1: true, false>"
 std::string DenseI64(const std::vector<Dims>& rows);  // "dense<[[0, 1]]> : tensor<1x2xi64>"
-std::string ScalarLiteral(double v, DType t);   // MLIR literal for a splat constant
+std::string ScalarLiteral(double v, DType t);         // MLIR literal for a splat constant
 
 Type TypeOf(const Graph& g, Value v);
 Type WithDType(Type t, DType d);
@@ -59,8 +59,8 @@ Value ConstantI64(Graph& g, const Dims& v);
 Value Gather(Graph& g, Value x, Value idx, const Dims& index_dims, int64_t batch_at);
 // The inverse of Gather: combines `updates` (shaped like Gather's result) into x with the
 // scalar `combiner` region; out-of-bounds index vectors are skipped.
-Value Scatter(Graph& g, Value x, Value idx, Value updates, const Dims& index_dims,
-              int64_t batch_at, std::shared_ptr<Graph> combiner);
+Value Scatter(Graph& g, Value x, Value idx, Value updates, const Dims& index_dims, int64_t batch_at,
+              std::shared_ptr<Graph> combiner);
 // A combiner region that keeps the update (overwrite semantics).
 std::shared_ptr<Graph> OverwriteRegion(DType t);
 

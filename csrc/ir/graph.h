@@ -39,10 +39,10 @@ struct Node {
 };
 
 struct Graph {
-  std::deque<Type> types;       // type of each value (a deque: references stay valid)
-  std::vector<Value> params;    // block arguments, in order
-  std::vector<Node> nodes;      // in program order
-  std::vector<Value> results;   // returned values
+  std::deque<Type> types;      // type of each value (a deque: references stay valid)
+  std::vector<Value> params;   // block arguments, in order
+  std::vector<Node> nodes;     // in program order
+  std::vector<Value> results;  // returned values
 
   const Type& type(Value v) const { return types.at(v); }
   Value Param(Type t);

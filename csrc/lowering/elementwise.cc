@@ -10,9 +10,7 @@ namespace {
 using V = std::vector<Value>;
 
 // Unary op computed in the output dtype (ints become floats for exp, sin, ...).
-V Un(Ctx& c, const char* op) {
-  return {ir::Unary(c.g, op, Cast(c, c.In("self"), c.out[0].dtype))};
-}
+V Un(Ctx& c, const char* op) { return {ir::Unary(c.g, op, Cast(c, c.In("self"), c.out[0].dtype))}; }
 
 // self <op> other, both in the output dtype and shape.
 V Bin(Ctx& c, const char* op, const char* other = "other") {
@@ -24,30 +22,35 @@ Value Scaled(Ctx& c, const char* name) {
   Value b = InAsOut(c, name);
   if (!c.Has("alpha")) return b;
   Value alpha = Cast(c, c.In("alpha"), c.out[0].dtype, c.out[0].dims);
-  return ir::Binary(c.g, c.out[0].dtype == DType::kPred ? "stablehlo.and" : "stablehlo.multiply", b, alpha);
+  return ir::Binary(c.g, c.out[0].dtype == DType::kPred ? "stablehlo.and" : "stablehlo.multiply", b,
+                    alpha);
 }
 
 // Comparison in the promoted input dtype; result is bool.
 V Cmp(Ctx& c, const char* dir) {
   const Dims& dims = c.out[0].dims;
-  return {ir::Compare(c.g, Cast(c, c.In("self"), c.common, dims), Cast(c, c.In("other"), c.common, dims), dir)};
+  return {ir::Compare(c.g, Cast(c, c.In("self"), c.common, dims),
+                      Cast(c, c.In("other"), c.common, dims), dir)};
 }
 
 V Logical(Ctx& c, const char* op) {
   const Dims& dims = c.out[0].dims;
-  Value r = ir::Binary(c.g, op, Cast(c, c.In("self"), DType::kPred, dims), Cast(c, c.In("other"), DType::kPred, dims));
+  Value r = ir::Binary(c.g, op, Cast(c, c.In("self"), DType::kPred, dims),
+                       Cast(c, c.In("other"), DType::kPred, dims));
   return {Cast(c, r, c.out[0].dtype)};
 }
 
 Value FloorDiv(Ctx& c, Value a, Value b) {
   DType t = c.T(a).dtype;
-  if (rt::IsFloat(t)) return ir::Unary(c.g, "stablehlo.floor", ir::Binary(c.g, "stablehlo.divide", a, b));
+  if (rt::IsFloat(t))
+    return ir::Unary(c.g, "stablehlo.floor", ir::Binary(c.g, "stablehlo.divide", a, b));
   // Integers: truncated quotient, minus one when the signs differ and there is a remainder.
   Value q = ir::Binary(c.g, "stablehlo.divide", a, b);
   Value r = ir::Binary(c.g, "stablehlo.remainder", a, b);
   Value zero = Splat(c, 0, a);
-  Value adjust = ir::Binary(c.g, "stablehlo.and", ir::Compare(c.g, r, zero, "NE"),
-                            ir::Compare(c.g, ir::Compare(c.g, r, zero, "LT"), ir::Compare(c.g, b, zero, "LT"), "NE"));
+  Value adjust = ir::Binary(
+      c.g, "stablehlo.and", ir::Compare(c.g, r, zero, "NE"),
+      ir::Compare(c.g, ir::Compare(c.g, r, zero, "LT"), ir::Compare(c.g, b, zero, "LT"), "NE"));
   return ir::Select(c.g, adjust, ir::Binary(c.g, "stablehlo.subtract", q, Splat(c, 1, a)), q);
 }
 
@@ -59,8 +62,8 @@ V Div(Ctx& c) {
   if (mode == "floor") return {FloorDiv(c, a, b)};
   Value q = ir::Binary(c.g, "stablehlo.divide", a, b);
   if (!rt::IsFloat(t)) return {q};
-  return {ir::Select(c.g, ir::Compare(c.g, q, Splat(c, 0, q), "LT"), ir::Unary(c.g, "stablehlo.ceil", q),
-                     ir::Unary(c.g, "stablehlo.floor", q))};
+  return {ir::Select(c.g, ir::Compare(c.g, q, Splat(c, 0, q), "LT"),
+                     ir::Unary(c.g, "stablehlo.ceil", q), ir::Unary(c.g, "stablehlo.floor", q))};
 }
 
 // Python modulo: the result takes the divisor's sign.
@@ -68,15 +71,17 @@ V Remainder(Ctx& c) {
   Value a = InAsOut(c, "self"), b = InAsOut(c, "other");
   Value r = ir::Binary(c.g, "stablehlo.remainder", a, b);
   Value zero = Splat(c, 0, r);
-  Value fix = ir::Binary(c.g, "stablehlo.and", ir::Compare(c.g, r, zero, "NE"),
-                         ir::Compare(c.g, ir::Compare(c.g, r, zero, "LT"), ir::Compare(c.g, b, zero, "LT"), "NE"));
+  Value fix = ir::Binary(
+      c.g, "stablehlo.and", ir::Compare(c.g, r, zero, "NE"),
+      ir::Compare(c.g, ir::Compare(c.g, r, zero, "LT"), ir::Compare(c.g, b, zero, "LT"), "NE"));
   return {ir::Select(c.g, fix, ir::Binary(c.g, "stablehlo.add", r, b), r)};
 }
 
 V Sign(Ctx& c) {
   Value x = Cast(c, c.In("self"), c.out[0].dtype);
   if (c.out[0].dtype == DType::kPred) return {x};
-  if (rt::IsUnsigned(c.out[0].dtype)) return {Cast(c, ir::Compare(c.g, x, Splat(c, 0, x), "NE"), c.out[0].dtype)};
+  if (rt::IsUnsigned(c.out[0].dtype))
+    return {Cast(c, ir::Compare(c.g, x, Splat(c, 0, x), "NE"), c.out[0].dtype)};
   return {ir::Unary(c.g, "stablehlo.sign", x)};
 }
 
@@ -92,7 +97,8 @@ V Round(Ctx& c) {
   int64_t decimals = c.Int("decimals", 0);
   if (decimals == 0) return {ir::Unary(c.g, "stablehlo.round_nearest_even", x)};
   Value scale = Splat(c, std::pow(10.0, static_cast<double>(decimals)), x);
-  Value r = ir::Unary(c.g, "stablehlo.round_nearest_even", ir::Binary(c.g, "stablehlo.multiply", x, scale));
+  Value r = ir::Unary(c.g, "stablehlo.round_nearest_even",
+                      ir::Binary(c.g, "stablehlo.multiply", x, scale));
   return {ir::Binary(c.g, "stablehlo.divide", r, scale)};
 }
 
@@ -109,7 +115,8 @@ V Reciprocal(Ctx& c) {
 
 V Log2Base(Ctx& c, double inv_ln_base) {
   Value x = Cast(c, c.In("self"), c.out[0].dtype);
-  return {ir::Binary(c.g, "stablehlo.multiply", ir::Unary(c.g, "stablehlo.log", x), Splat(c, inv_ln_base, x))};
+  return {ir::Binary(c.g, "stablehlo.multiply", ir::Unary(c.g, "stablehlo.log", x),
+                     Splat(c, inv_ln_base, x))};
 }
 
 V Exp2(Ctx& c) {
@@ -198,7 +205,8 @@ V Lerp(Ctx& c) {
   Value small = ir::Compare(c.g, ir::Unary(c.g, "stablehlo.abs", w), Splat(c, 0.5, w), "LT");
   Value lo = ir::Binary(c.g, "stablehlo.add", a, ir::Binary(c.g, "stablehlo.multiply", w, diff));
   Value one_minus = ir::Binary(c.g, "stablehlo.subtract", Splat(c, 1, w), w);
-  Value hi = ir::Binary(c.g, "stablehlo.subtract", b, ir::Binary(c.g, "stablehlo.multiply", diff, one_minus));
+  Value hi = ir::Binary(c.g, "stablehlo.subtract", b,
+                        ir::Binary(c.g, "stablehlo.multiply", diff, one_minus));
   return {ir::Select(c.g, small, lo, hi)};
 }
 
@@ -210,7 +218,9 @@ V AddcOp(Ctx& c, const char* op) {
 
 V Shift(Ctx& c, bool left) {
   bool is_signed = rt::IsSigned(c.out[0].dtype);
-  return Bin(c, left ? "stablehlo.shift_left" : (is_signed ? "stablehlo.shift_right_arithmetic" : "stablehlo.shift_right_logical"));
+  return Bin(
+      c, left ? "stablehlo.shift_left"
+              : (is_signed ? "stablehlo.shift_right_arithmetic" : "stablehlo.shift_right_logical"));
 }
 
 V Sigmoid(Ctx& c) { return Un(c, "stablehlo.logistic"); }
@@ -219,7 +229,8 @@ V Sgn(Ctx& c) { return Sign(c); }
 
 V Frac(Ctx& c) {
   Value x = Cast(c, c.In("self"), c.out[0].dtype);
-  Value t = ir::Select(c.g, ir::Compare(c.g, x, Splat(c, 0, x), "LT"), ir::Unary(c.g, "stablehlo.ceil", x), ir::Unary(c.g, "stablehlo.floor", x));
+  Value t = ir::Select(c.g, ir::Compare(c.g, x, Splat(c, 0, x), "LT"),
+                       ir::Unary(c.g, "stablehlo.ceil", x), ir::Unary(c.g, "stablehlo.floor", x));
   return {ir::Binary(c.g, "stablehlo.subtract", x, t)};
 }
 
@@ -240,13 +251,15 @@ V Copysign(Ctx& c) {
   Value a = ir::Unary(c.g, "stablehlo.abs", InAsOut(c, "self"));
   Value b = InAsOut(c, "other");
   // Sign bit of b (handles -0.0): compare through the bit pattern via atan2-free test.
-  Value neg = ir::Compare(c.g, ir::Binary(c.g, "stablehlo.atan2", b, Splat(c, -1, b)), Splat(c, 0, b), "LT");
+  Value neg = ir::Compare(c.g, ir::Binary(c.g, "stablehlo.atan2", b, Splat(c, -1, b)),
+                          Splat(c, 0, b), "LT");
   return {ir::Select(c.g, neg, ir::Unary(c.g, "stablehlo.negate", a), a)};
 }
 
 V Hypot(Ctx& c) {
   Value a = InAsOut(c, "self"), b = InAsOut(c, "other");
-  Value s = ir::Binary(c.g, "stablehlo.add", ir::Binary(c.g, "stablehlo.multiply", a, a), ir::Binary(c.g, "stablehlo.multiply", b, b));
+  Value s = ir::Binary(c.g, "stablehlo.add", ir::Binary(c.g, "stablehlo.multiply", a, a),
+                       ir::Binary(c.g, "stablehlo.multiply", b, b));
   return {ir::Unary(c.g, "stablehlo.sqrt", s)};
 }
 
@@ -254,9 +267,13 @@ V LogAddExp(Ctx& c) {
   Value a = InAsOut(c, "self"), b = InAsOut(c, "other");
   Value m = ir::Binary(c.g, "stablehlo.maximum", a, b);
   Value d = ir::Unary(c.g, "stablehlo.abs", ir::Binary(c.g, "stablehlo.subtract", a, b));
-  Value r = ir::Binary(c.g, "stablehlo.add", m, ir::Unary(c.g, "stablehlo.log_plus_one", ir::Unary(c.g, "stablehlo.exponential", ir::Unary(c.g, "stablehlo.negate", d))));
+  Value r = ir::Binary(
+      c.g, "stablehlo.add", m,
+      ir::Unary(c.g, "stablehlo.log_plus_one",
+                ir::Unary(c.g, "stablehlo.exponential", ir::Unary(c.g, "stablehlo.negate", d))));
   // Equal infinities: the difference is NaN, the answer is the infinity itself.
-  return {ir::Select(c.g, ir::Compare(c.g, a, b, "EQ"), ir::Binary(c.g, "stablehlo.add", a, Splat(c, M_LN2, a)), r)};
+  return {ir::Select(c.g, ir::Compare(c.g, a, b, "EQ"),
+                     ir::Binary(c.g, "stablehlo.add", a, Splat(c, M_LN2, a)), r)};
 }
 
 }  // namespace
@@ -284,8 +301,10 @@ void AddElementwiseRules(RuleMap& m) {
   m["aten::bitwise_xor"] = +[](Ctx& c) { return Bin(c, "stablehlo.xor"); };
   m["aten::ceil"] = +[](Ctx& c) { return IntIdentityOr(c, "stablehlo.ceil"); };
   m["aten::clamp"] = Clamp;
-  m["aten::clamp_max"] = +[](Ctx& c) { return V{MaxMin(c, InAsOut(c, "self"), InAsOut(c, "max"), false)}; };
-  m["aten::clamp_min"] = +[](Ctx& c) { return V{MaxMin(c, InAsOut(c, "self"), InAsOut(c, "min"), true)}; };
+  m["aten::clamp_max"] =
+      +[](Ctx& c) { return V{MaxMin(c, InAsOut(c, "self"), InAsOut(c, "max"), false)}; };
+  m["aten::clamp_min"] =
+      +[](Ctx& c) { return V{MaxMin(c, InAsOut(c, "self"), InAsOut(c, "min"), true)}; };
   m["aten::copysign"] = Copysign;
   m["aten::cos"] = +[](Ctx& c) { return Un(c, "stablehlo.cosine"); };
   m["aten::cosh"] = +[](Ctx& c) { return Un(c, "chlo.cosh"); };
@@ -300,7 +319,8 @@ void AddElementwiseRules(RuleMap& m) {
   m["aten::exp2"] = Exp2;
   m["aten::expm1"] = +[](Ctx& c) { return Un(c, "stablehlo.exponential_minus_one"); };
   m["aten::floor"] = +[](Ctx& c) { return IntIdentityOr(c, "stablehlo.floor"); };
-  m["aten::floor_divide"] = +[](Ctx& c) { return V{FloorDiv(c, InAsOut(c, "self"), InAsOut(c, "other"))}; };
+  m["aten::floor_divide"] =
+      +[](Ctx& c) { return V{FloorDiv(c, InAsOut(c, "self"), InAsOut(c, "other"))}; };
   m["aten::fmax"] = +[](Ctx& c) { return FMaxMin(c, true); };
   m["aten::fmin"] = +[](Ctx& c) { return FMaxMin(c, false); };
   m["aten::fmod"] = +[](Ctx& c) { return Bin(c, "stablehlo.remainder"); };
@@ -328,9 +348,13 @@ void AddElementwiseRules(RuleMap& m) {
   m["aten::logical_xor"] = +[](Ctx& c) { return Logical(c, "stablehlo.xor"); };
   m["aten::lt"] = +[](Ctx& c) { return Cmp(c, "LT"); };
   m["aten::masked_fill"] = MaskedFill;
-  m["aten::maximum"] = +[](Ctx& c) { return V{MaxMin(c, InAsOut(c, "self"), InAsOut(c, "other"), true)}; };
-  m["aten::minimum"] = +[](Ctx& c) { return V{MaxMin(c, InAsOut(c, "self"), InAsOut(c, "other"), false)}; };
-  m["aten::mul"] = +[](Ctx& c) { return Bin(c, c.out[0].dtype == DType::kPred ? "stablehlo.and" : "stablehlo.multiply"); };
+  m["aten::maximum"] =
+      +[](Ctx& c) { return V{MaxMin(c, InAsOut(c, "self"), InAsOut(c, "other"), true)}; };
+  m["aten::minimum"] =
+      +[](Ctx& c) { return V{MaxMin(c, InAsOut(c, "self"), InAsOut(c, "other"), false)}; };
+  m["aten::mul"] = +[](Ctx& c) {
+    return Bin(c, c.out[0].dtype == DType::kPred ? "stablehlo.and" : "stablehlo.multiply");
+  };
   m["aten::ne"] = +[](Ctx& c) { return Cmp(c, "NE"); };
   m["aten::neg"] = +[](Ctx& c) { return Un(c, "stablehlo.negate"); };
   m["aten::pow"] = Pow;
@@ -345,14 +369,19 @@ void AddElementwiseRules(RuleMap& m) {
   m["aten::sinh"] = +[](Ctx& c) { return Un(c, "chlo.sinh"); };
   m["aten::sqrt"] = +[](Ctx& c) { return Un(c, "stablehlo.sqrt"); };
   m["aten::square"] = SquareOrSelfMul;
-  m["aten::rsub"] = +[](Ctx& c) { return V{ir::Binary(c.g, "stablehlo.subtract", InAsOut(c, "other"), Scaled(c, "self"))}; };
-  m["aten::sub"] = +[](Ctx& c) { return V{ir::Binary(c.g, "stablehlo.subtract", InAsOut(c, "self"), Scaled(c, "other"))}; };
+  m["aten::rsub"] = +[](Ctx& c) {
+    return V{ir::Binary(c.g, "stablehlo.subtract", InAsOut(c, "other"), Scaled(c, "self"))};
+  };
+  m["aten::sub"] = +[](Ctx& c) {
+    return V{ir::Binary(c.g, "stablehlo.subtract", InAsOut(c, "self"), Scaled(c, "other"))};
+  };
   m["aten::tan"] = +[](Ctx& c) { return Un(c, "chlo.tan"); };
   m["aten::tanh"] = +[](Ctx& c) { return Un(c, "stablehlo.tanh"); };
   m["aten::trunc"] = +[](Ctx& c) {
     Value x = Cast(c, c.In("self"), c.out[0].dtype);
     if (!rt::IsFloat(c.out[0].dtype)) return V{x};
-    return V{ir::Select(c.g, ir::Compare(c.g, x, Splat(c, 0, x), "LT"), ir::Unary(c.g, "stablehlo.ceil", x), ir::Unary(c.g, "stablehlo.floor", x))};
+    return V{ir::Select(c.g, ir::Compare(c.g, x, Splat(c, 0, x), "LT"),
+                        ir::Unary(c.g, "stablehlo.ceil", x), ir::Unary(c.g, "stablehlo.floor", x))};
   };
   m["aten::where"] = Where;
   m["aten::xlogy"] = Xlogy;

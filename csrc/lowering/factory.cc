@@ -111,10 +111,14 @@ Value RandomBits(Ctx& c, int64_t n, DType bits, uint64_t stream) {
 // Random bits per sample as PyTorch draws them: as many as the dtype's mantissa holds.
 int Digits(DType t) {
   switch (t) {
-    case DType::kF16: return 11;
-    case DType::kBF16: return 8;
-    case DType::kF64: return 53;
-    default: return 24;
+    case DType::kF16:
+      return 11;
+    case DType::kBF16:
+      return 8;
+    case DType::kF64:
+      return 53;
+    default:
+      return 24;
   }
 }
 
@@ -178,7 +182,7 @@ V LogNormal(Ctx& c) {
 V Bernoulli(Ctx& c) {
   const Type& out = c.out[0];
   const Arg* p_arg = c.Find("p");
-  Value p_tensor = p_arg == nullptr ? c.In("self")
+  Value p_tensor = p_arg == nullptr                   ? c.In("self")
                    : p_arg->kind == Arg::Kind::kValue ? p_arg->value
                                                       : -1;
   DType ct = ComputeType(p_tensor >= 0 ? c.T(p_tensor).dtype : out.dtype);
@@ -190,16 +194,26 @@ V Bernoulli(Ctx& c) {
 // Largest value plain random_ produces: 2^digits for floats, the type's max for integers.
 uint64_t RandomMax(DType t) {
   switch (t) {
-    case DType::kPred: return 1;
-    case DType::kS8: return INT8_MAX;
-    case DType::kS16: return INT16_MAX;
-    case DType::kS32: return INT32_MAX;
-    case DType::kS64: return INT64_MAX;
-    case DType::kU8: return UINT8_MAX;
-    case DType::kU16: return UINT16_MAX;
-    case DType::kU32: return UINT32_MAX;
-    case DType::kU64: return UINT64_MAX;
-    default: return uint64_t{1} << Digits(t);
+    case DType::kPred:
+      return 1;
+    case DType::kS8:
+      return INT8_MAX;
+    case DType::kS16:
+      return INT16_MAX;
+    case DType::kS32:
+      return INT32_MAX;
+    case DType::kS64:
+      return INT64_MAX;
+    case DType::kU8:
+      return UINT8_MAX;
+    case DType::kU16:
+      return UINT16_MAX;
+    case DType::kU32:
+      return UINT32_MAX;
+    case DType::kU64:
+      return UINT64_MAX;
+    default:
+      return uint64_t{1} << Digits(t);
   }
 }
 

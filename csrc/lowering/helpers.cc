@@ -41,28 +41,48 @@ DType FloatFor(DType t) { return rt::IsFloat(t) ? t : DType::kF32; }
 
 double LowestOf(DType t) {
   switch (t) {
-    case DType::kPred: return 0;
-    case DType::kS8: return -128;
-    case DType::kS16: return -32768;
-    case DType::kS32: return std::numeric_limits<int32_t>::min();
-    case DType::kS64: return static_cast<double>(std::numeric_limits<int64_t>::min());
-    case DType::kU8: case DType::kU16: case DType::kU32: case DType::kU64: return 0;
-    default: return -std::numeric_limits<double>::infinity();
+    case DType::kPred:
+      return 0;
+    case DType::kS8:
+      return -128;
+    case DType::kS16:
+      return -32768;
+    case DType::kS32:
+      return std::numeric_limits<int32_t>::min();
+    case DType::kS64:
+      return static_cast<double>(std::numeric_limits<int64_t>::min());
+    case DType::kU8:
+    case DType::kU16:
+    case DType::kU32:
+    case DType::kU64:
+      return 0;
+    default:
+      return -std::numeric_limits<double>::infinity();
   }
 }
 
 double HighestOf(DType t) {
   switch (t) {
-    case DType::kPred: return 1;
-    case DType::kS8: return 127;
-    case DType::kS16: return 32767;
-    case DType::kS32: return std::numeric_limits<int32_t>::max();
-    case DType::kS64: return 9223372036854775807.0;
-    case DType::kU8: return 255;
-    case DType::kU16: return 65535;
-    case DType::kU32: return 4294967295.0;
-    case DType::kU64: return 18446744073709551615.0;
-    default: return std::numeric_limits<double>::infinity();
+    case DType::kPred:
+      return 1;
+    case DType::kS8:
+      return 127;
+    case DType::kS16:
+      return 32767;
+    case DType::kS32:
+      return std::numeric_limits<int32_t>::max();
+    case DType::kS64:
+      return 9223372036854775807.0;
+    case DType::kU8:
+      return 255;
+    case DType::kU16:
+      return 65535;
+    case DType::kU32:
+      return 4294967295.0;
+    case DType::kU64:
+      return 18446744073709551615.0;
+    default:
+      return std::numeric_limits<double>::infinity();
   }
 }
 

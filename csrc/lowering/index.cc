@@ -93,9 +93,9 @@ Value FloorDiv(Ctx& c, Value a, Value b) {
   Value q = ir::Binary(c.g, "stablehlo.divide", a, b);
   Value rem = ir::Binary(c.g, "stablehlo.remainder", a, b);
   Value zero = Splat(c, 0, a);
-  Value adjust = ir::Binary(c.g, "stablehlo.and", ir::Compare(c.g, rem, zero, "NE"),
-                            ir::Compare(c.g, ir::Compare(c.g, rem, zero, "LT"),
-                                        ir::Compare(c.g, b, zero, "LT"), "NE"));
+  Value adjust = ir::Binary(
+      c.g, "stablehlo.and", ir::Compare(c.g, rem, zero, "NE"),
+      ir::Compare(c.g, ir::Compare(c.g, rem, zero, "LT"), ir::Compare(c.g, b, zero, "LT"), "NE"));
   return ir::Select(c.g, adjust, ir::Binary(c.g, "stablehlo.subtract", q, Splat(c, 1, q)), q);
 }
 
@@ -114,8 +114,10 @@ V ScatterReduce(Ctx& c) {
   };
   if (!include_self) {
     // Scattered positions start from the reduction's identity instead of self.
-    double init = reduce == "prod" ? 1 : reduce == "amax" ? LowestOf(t)
-                                     : reduce == "amin" ? HighestOf(t) : 0;
+    double init = reduce == "prod"   ? 1
+                  : reduce == "amax" ? LowestOf(t)
+                  : reduce == "amin" ? HighestOf(t)
+                                     : 0;
     x = put(x, Splat(c, init, c.T(src)), "");
   }
   Value r = put(x, src, reduce);
@@ -161,8 +163,8 @@ Advanced AdvancedIndex(Ctx& c, Value self, const std::vector<Value>& indices) {
   }
   if (parts.empty()) throw LoweringError("index needs at least one index tensor");
   a.idx = ir::Concat(c.g, parts, static_cast<int64_t>(batch.size()));
-  bool adjacent = a.index_dims.back() - a.index_dims.front() + 1 ==
-                  static_cast<int64_t>(a.index_dims.size());
+  bool adjacent =
+      a.index_dims.back() - a.index_dims.front() + 1 == static_cast<int64_t>(a.index_dims.size());
   a.batch_at = adjacent ? a.index_dims.front() : 0;
   return a;
 }
@@ -315,8 +317,8 @@ std::shared_ptr<ir::Graph> SortComparator(DType t, bool descending) {
     Value a_nan = ir::Compare(*r, a, a, "NE"), b_nan = ir::Compare(*r, b, b, "NE");
     // Ascending: a < b also when only b is NaN; descending: when only a is NaN.
     Value first = descending ? a_nan : b_nan, second = descending ? b_nan : a_nan;
-    Value nan_first = ir::Binary(*r, "stablehlo.and", first,
-                                 ir::Unary(*r, "stablehlo.not", second));
+    Value nan_first =
+        ir::Binary(*r, "stablehlo.and", first, ir::Unary(*r, "stablehlo.not", second));
     less = ir::Binary(*r, "stablehlo.or", less, nan_first);
   }
   r->results = {less};

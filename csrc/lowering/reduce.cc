@@ -133,10 +133,9 @@ std::pair<Value, Value> ArgReduce(Ctx& c, Value x, int64_t dim, bool is_max) {
   r->results = {ir::Select(*r, take_a, av, bv), ir::Select(*r, take_a, ai, bi)};
   Dims out = t.dims;
   out.erase(out.begin() + dim);
-  V res = c.g.Op("stablehlo.reduce",
-                 {x, idx, Bound(c, t.dtype, !is_max), ir::Constant(c.g, 0, DType::kS64)},
-                 {Type{t.dtype, out}, Type{DType::kS64, out}},
-                 "dimensions = " + ir::I64Array({dim}), {r});
+  V res = c.g.Op(
+      "stablehlo.reduce", {x, idx, Bound(c, t.dtype, !is_max), ir::Constant(c.g, 0, DType::kS64)},
+      {Type{t.dtype, out}, Type{DType::kS64, out}}, "dimensions = " + ir::I64Array({dim}), {r});
   return {res[0], res[1]};
 }
 
@@ -270,8 +269,8 @@ V Scan(Ctx& c, double identity, const Combine& combine) {
 // log(exp(a) + exp(b)), exact for infinite arguments.
 Value LogAddExp(Ctx& c, Value a, Value b) {
   // Explicit select: XLA:CPU's maximum/minimum drop NaN.
-  Value a_hi = ir::Binary(c.g, "stablehlo.or", ir::Compare(c.g, a, b, "GT"),
-                          ir::Compare(c.g, a, a, "NE"));
+  Value a_hi =
+      ir::Binary(c.g, "stablehlo.or", ir::Compare(c.g, a, b, "GT"), ir::Compare(c.g, a, a, "NE"));
   Value hi = ir::Select(c.g, a_hi, a, b), lo = ir::Select(c.g, a_hi, b, a);
   Value d = ir::Unary(c.g, "stablehlo.exponential", Arith(c, "stablehlo.subtract", lo, hi));
   Value r = Arith(c, "stablehlo.add", hi, ir::Unary(c.g, "stablehlo.log_plus_one", d));

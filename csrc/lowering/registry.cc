@@ -36,7 +36,8 @@ Rule FindRule(const std::string& name, const std::string& overload) {
     const std::string suffix = "_out";
     if (overload.size() > suffix.size() &&
         overload.compare(overload.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      if (Rule r = Lookup(base + "." + overload.substr(0, overload.size() - suffix.size()))) return r;
+      if (Rule r = Lookup(base + "." + overload.substr(0, overload.size() - suffix.size())))
+        return r;
     }
   }
   return Lookup(base);
@@ -57,7 +58,8 @@ bool Ctx::Has(const std::string& name) const {
 namespace {
 const Arg& Need(const Ctx& c, const std::string& name) {
   const Arg* a = c.Find(name);
-  if (a == nullptr || a->kind == Arg::Kind::kNone) throw LoweringError("missing argument '" + name + "'");
+  if (a == nullptr || a->kind == Arg::Kind::kNone)
+    throw LoweringError("missing argument '" + name + "'");
   return *a;
 }
 }  // namespace

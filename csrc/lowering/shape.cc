@@ -255,12 +255,10 @@ V DiagonalCopy(Ctx& c) {
 void AddShapeRules(RuleMap& m) {
   m["aten::cat"] = Cat;
   m["aten::constant_pad_nd"] = ConstantPadNd;
-  m["aten::diag_embed"] = +[](Ctx& c) {
-    return V{PutDiagonal(c, Splat(c, 0, c.out[0]), c.In("self"), -2, -1)};
-  };
-  m["aten::diagonal_backward"] = +[](Ctx& c) {
-    return V{PutDiagonal(c, Splat(c, 0, c.out[0]), c.In("grad_output"), 0, 1)};
-  };
+  m["aten::diag_embed"] =
+      +[](Ctx& c) { return V{PutDiagonal(c, Splat(c, 0, c.out[0]), c.In("self"), -2, -1)}; };
+  m["aten::diagonal_backward"] =
+      +[](Ctx& c) { return V{PutDiagonal(c, Splat(c, 0, c.out[0]), c.In("grad_output"), 0, 1)}; };
   m["aten::diagonal_copy"] = DiagonalCopy;
   m["aten::diagonal_scatter"] = +[](Ctx& c) {
     return V{PutDiagonal(c, Cast(c, c.In("self"), c.out[0].dtype), c.In("src"), 0, 1)};

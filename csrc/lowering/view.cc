@@ -99,7 +99,14 @@ Value ReadChain(Graph& g, Value flat, const Strided& v, const Chain& c) {
   // Keep element 0 of the innermost stride slot.
   Dims start(shape.size() + 1, 0), limit = shape;
   limit.push_back(1);
-  x = ir::Slice(g, ir::Reshape(g, x, [&] { Dims s = shape; s.push_back(rest); return s; }()), start, limit);
+  x = ir::Slice(g,
+                ir::Reshape(g, x,
+                            [&] {
+                              Dims s = shape;
+                              s.push_back(rest);
+                              return s;
+                            }()),
+                start, limit);
   return ir::Reshape(g, x, shape);
 }
 
@@ -133,8 +140,9 @@ Value ViewIndices(Graph& g, const Strided& v) {
   Value idx = ir::Constant(g, static_cast<double>(v.offset), DType::kS64, v.sizes);
   for (size_t i = 0; i < v.sizes.size(); ++i) {
     if (v.sizes[i] == 1 || v.strides[i] == 0) continue;
-    Value term = ir::Binary(g, "stablehlo.multiply", ir::Iota(g, t, static_cast<int64_t>(i)),
-                            ir::Constant(g, static_cast<double>(v.strides[i]), DType::kS64, v.sizes));
+    Value term =
+        ir::Binary(g, "stablehlo.multiply", ir::Iota(g, t, static_cast<int64_t>(i)),
+                   ir::Constant(g, static_cast<double>(v.strides[i]), DType::kS64, v.sizes));
     idx = ir::Binary(g, "stablehlo.add", idx, term);
   }
   Dims with_vec = v.sizes;
@@ -144,10 +152,11 @@ Value ViewIndices(Graph& g, const Strided& v) {
 
 Value GatherView(Graph& g, Value flat, const Strided& v) {
   int64_t rank = static_cast<int64_t>(v.sizes.size());
-  return g.Op1("stablehlo.gather", {flat, ViewIndices(g, v)}, Type{g.type(flat).dtype, v.sizes},
-               "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], start_index_map = "
-               "[0], index_vector_dim = " + std::to_string(rank) +
-                   ">, slice_sizes = array<i64: 1>, indices_are_sorted = false");
+  return g.Op1(
+      "stablehlo.gather", {flat, ViewIndices(g, v)}, Type{g.type(flat).dtype, v.sizes},
+      "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], start_index_map = "
+      "[0], index_vector_dim = " +
+          std::to_string(rank) + ">, slice_sizes = array<i64: 1>, indices_are_sorted = false");
 }
 
 Value ScatterView(Graph& g, Value flat, const Strided& v, Value update) {
@@ -159,8 +168,8 @@ Value ScatterView(Graph& g, Value flat, const Strided& v, Value update) {
   region->results = {upd};  // overwrite: keep the update
   return g.Op1("stablehlo.scatter", {flat, ViewIndices(g, v), update}, g.type(flat),
                "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
-               "scatter_dims_to_operand_dims = [0], index_vector_dim = " + std::to_string(rank) +
-                   ">, indices_are_sorted = false, unique_indices = false",
+               "scatter_dims_to_operand_dims = [0], index_vector_dim = " +
+                   std::to_string(rank) + ">, indices_are_sorted = false, unique_indices = false",
                {region});
 }
 

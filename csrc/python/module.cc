@@ -56,7 +56,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("device_count", [] { return eager::Configured() ? eager::Client().device_count() : 0; });
   m.def("platform_name", [] { return eager::Client().platform_name(); });
   m.def("plugin_path", [] { return eager::Client().plugin_path(); });
-  m.def("api_version", [] { return py::make_tuple(eager::Client().api_major(), eager::Client().api_minor()); });
+  m.def("api_version",
+        [] { return py::make_tuple(eager::Client().api_major(), eager::Client().api_minor()); });
   m.def("synchronize", [](int device) {
     py::gil_scoped_release release;
     eager::Synchronize(device);
@@ -94,7 +95,7 @@ PYBIND11_MODULE(_C, m) {
     Gen(device)->set_state(*t.unsafeGetTensorImpl());
   });
   m.def("default_generator", [](int device) {
-    return py::reinterpret_steal<py::object>(
-        THPGenerator_initDefaultGenerator(aten::DefaultGenerator(static_cast<c10::DeviceIndex>(device))));
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
+        aten::DefaultGenerator(static_cast<c10::DeviceIndex>(device))));
   });
 }

@@ -48,8 +48,7 @@ const char kPortableOptions[] = {0x1a, 0x04, 0x20, 0x01, 0x28, 0x01, 0x20, 0x01}
 
 }  // namespace
 
-Buffer::Buffer(Client* client, PJRT_Buffer* raw, DType dtype, std::vector<int64_t> dims,
-               int device)
+Buffer::Buffer(Client* client, PJRT_Buffer* raw, DType dtype, std::vector<int64_t> dims, int device)
     : client_(client), raw_(raw), dtype_(dtype), dims_(std::move(dims)), device_(device) {
   client_->Track(device_, nbytes());
 }
@@ -136,8 +135,7 @@ void Buffer::ToHost(void* dst, size_t nbytes) const {
   AwaitEvent(client_->api(), args->event, "PJRT_Buffer_ToHostBuffer");
 }
 
-Executable::Executable(Client* client, PJRT_LoadedExecutable* raw,
-                       std::vector<ShapedType> outputs)
+Executable::Executable(Client* client, PJRT_LoadedExecutable* raw, std::vector<ShapedType> outputs)
     : client_(client), raw_(raw), outputs_(std::move(outputs)) {}
 
 Executable::~Executable() {
@@ -199,7 +197,8 @@ Client::Client(const ClientOptions& options) : plugin_path_(options.plugin_path)
   Args<PJRT_Client_AddressableDevices_Args> devs;
   devs->client = client_;
   TPU_PJRT(api_, Client_AddressableDevices, devs);
-  devices_.assign(devs->addressable_devices, devs->addressable_devices + devs->num_addressable_devices);
+  devices_.assign(devs->addressable_devices,
+                  devs->addressable_devices + devs->num_addressable_devices);
   counters_ = std::make_unique<Counters[]>(devices_.size());
 
   if (platform_name_ == "cpu") {

@@ -28,20 +28,34 @@ int64_t ItemSize(DType t) {
 
 std::string_view MlirName(DType t) {
   switch (t) {
-    case DType::kPred: return "i1";
-    case DType::kS8: return "i8";
-    case DType::kS16: return "i16";
-    case DType::kS32: return "i32";
-    case DType::kS64: return "i64";
-    case DType::kU8: return "ui8";
-    case DType::kU16: return "ui16";
-    case DType::kU32: return "ui32";
-    case DType::kU64: return "ui64";
-    case DType::kF16: return "f16";
-    case DType::kF32: return "f32";
-    case DType::kF64: return "f64";
-    case DType::kBF16: return "bf16";
-    default: return "invalid";
+    case DType::kPred:
+      return "i1";
+    case DType::kS8:
+      return "i8";
+    case DType::kS16:
+      return "i16";
+    case DType::kS32:
+      return "i32";
+    case DType::kS64:
+      return "i64";
+    case DType::kU8:
+      return "ui8";
+    case DType::kU16:
+      return "ui16";
+    case DType::kU32:
+      return "ui32";
+    case DType::kU64:
+      return "ui64";
+    case DType::kF16:
+      return "f16";
+    case DType::kF32:
+      return "f32";
+    case DType::kF64:
+      return "f64";
+    case DType::kBF16:
+      return "bf16";
+    default:
+      return "invalid";
   }
 }
 

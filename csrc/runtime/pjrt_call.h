@@ -34,5 +34,5 @@ void ThrowIfError(const PJRT_Api* api, PJRT_Error* err, const char* what);
 }  // namespace tpu::rt
 
 // Calls api->PJRT_<fn>(args) and throws on error, naming the function.
-#define TPU_PJRT(api, fn, args) ::tpu::rt::ThrowIfError((api), (api)->PJRT_##fn((args).get()), \
-                                                        "PJRT_" #fn)
+#define TPU_PJRT(api, fn, args) \
+  ::tpu::rt::ThrowIfError((api), (api)->PJRT_##fn((args).get()), "PJRT_" #fn)

@@ -26,7 +26,8 @@ std::vector<float> RunGraph(const Graph& g, std::vector<std::vector<float>> inpu
   std::vector<rt::BufferPtr> bufs;
   std::vector<PJRT_Buffer*> raw;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    bufs.push_back(TestClient().FromHost(inputs[i].data(), DType::kF32, g.type(g.params[i]).dims, 0));
+    bufs.push_back(
+        TestClient().FromHost(inputs[i].data(), DType::kF32, g.type(g.params[i]).dims, 0));
     raw.push_back(bufs.back()->raw());
   }
   auto res = TestClient().Execute(*exe, raw, 0);
@@ -61,8 +62,8 @@ TEST(Ir, RunsReduceWithRegion) {
 TEST(Ir, RunsShapeOps) {
   Graph g;
   Value x = g.Param({DType::kF32, {2, 3}});
-  Value t = Transpose(g, x, {1, 0});                         // 3x2
-  Value s = Slice(g, t, {1, 0}, {3, 2});                      // rows 1..2
+  Value t = Transpose(g, x, {1, 0});      // 3x2
+  Value s = Slice(g, t, {1, 0}, {3, 2});  // rows 1..2
   Value neg_inf = Constant(g, -1.0 / 0.0, DType::kF32);
   Value m = Reduce(g, s, neg_inf, {0}, "stablehlo.maximum");  // max over rows
   g.results = {m};

@@ -36,12 +36,39 @@ class RuleRun {
     inputs_.push_back(Upload(t, values));
     return v;
   }
-  void Int(const std::string& arg, int64_t i) { Add(arg, [&](Arg& a) { a.kind = Arg::Kind::kInt; a.i = i; }); }
-  void Ints(const std::string& arg, ir::Dims v) { Add(arg, [&](Arg& a) { a.kind = Arg::Kind::kInts; a.ints = v; }); }
-  void Double(const std::string& arg, double d) { Add(arg, [&](Arg& a) { a.kind = Arg::Kind::kDouble; a.d = d; }); }
-  void Bool(const std::string& arg, bool b) { Add(arg, [&](Arg& a) { a.kind = Arg::Kind::kBool; a.b = b; }); }
-  void Str(const std::string& arg, std::string s) { Add(arg, [&](Arg& a) { a.kind = Arg::Kind::kString; a.s = s; }); }
-  void None(const std::string& arg) { Add(arg, [](Arg&) {}); }
+  void Int(const std::string& arg, int64_t i) {
+    Add(arg, [&](Arg& a) {
+      a.kind = Arg::Kind::kInt;
+      a.i = i;
+    });
+  }
+  void Ints(const std::string& arg, ir::Dims v) {
+    Add(arg, [&](Arg& a) {
+      a.kind = Arg::Kind::kInts;
+      a.ints = v;
+    });
+  }
+  void Double(const std::string& arg, double d) {
+    Add(arg, [&](Arg& a) {
+      a.kind = Arg::Kind::kDouble;
+      a.d = d;
+    });
+  }
+  void Bool(const std::string& arg, bool b) {
+    Add(arg, [&](Arg& a) {
+      a.kind = Arg::Kind::kBool;
+      a.b = b;
+    });
+  }
+  void Str(const std::string& arg, std::string s) {
+    Add(arg, [&](Arg& a) {
+      a.kind = Arg::Kind::kString;
+      a.s = s;
+    });
+  }
+  void None(const std::string& arg) {
+    Add(arg, [](Arg&) {});
+  }
   void Out(ir::Type t) { ctx_.out.push_back(std::move(t)); }
   void Common(rt::DType t) { ctx_.common = t; }
   Ctx& ctx() { return ctx_; }
@@ -91,13 +118,36 @@ class RuleRun {
       unsigned char* p = bytes.data() + i * rt::ItemSize(t.dtype);
       double v = values[i];
       switch (t.dtype) {
-        case rt::DType::kF32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
-        case rt::DType::kF64: std::memcpy(p, &v, 8); break;
-        case rt::DType::kS32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
-        case rt::DType::kS64: { int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, 8); break; }
-        case rt::DType::kPred: { bool x = v != 0; std::memcpy(p, &x, 1); break; }
-        case rt::DType::kU64: { uint64_t x = static_cast<uint64_t>(v); std::memcpy(p, &x, 8); break; }
-        default: ADD_FAILURE() << "unsupported test dtype";
+        case rt::DType::kF32: {
+          float f = static_cast<float>(v);
+          std::memcpy(p, &f, 4);
+          break;
+        }
+        case rt::DType::kF64:
+          std::memcpy(p, &v, 8);
+          break;
+        case rt::DType::kS32: {
+          int32_t x = static_cast<int32_t>(v);
+          std::memcpy(p, &x, 4);
+          break;
+        }
+        case rt::DType::kS64: {
+          int64_t x = static_cast<int64_t>(v);
+          std::memcpy(p, &x, 8);
+          break;
+        }
+        case rt::DType::kPred: {
+          bool x = v != 0;
+          std::memcpy(p, &x, 1);
+          break;
+        }
+        case rt::DType::kU64: {
+          uint64_t x = static_cast<uint64_t>(v);
+          std::memcpy(p, &x, 8);
+          break;
+        }
+        default:
+          ADD_FAILURE() << "unsupported test dtype";
       }
     }
     return eager::Client().FromHost(bytes.data(), t.dtype, t.dims, 0);

@@ -26,8 +26,10 @@ const ir::Type kNone{DType::kInvalid, {}};
 
 TEST(ShapeIndexRules, CatMixedDtypesSkipsLegacyEmpty) {
   RuleRun r("aten::cat", "");
-  List(r, "tensors", {{{DType::kS64, {1, 2}}, {1, 2}}, {{DType::kF32, {0}}, {}},
-                      {{DType::kF32, {1, 2}}, {0.5, 1.5}}});
+  List(r, "tensors",
+       {{{DType::kS64, {1, 2}}, {1, 2}},
+        {{DType::kF32, {0}}, {}},
+        {{DType::kF32, {1, 2}}, {0.5, 1.5}}});
   r.Int("dim", -2);
   r.Out({DType::kF32, {2, 2}});
   EXPECT_EQ(r.Run()[0], (D{1, 2, 0.5, 1.5}));

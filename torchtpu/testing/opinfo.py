@@ -6,8 +6,9 @@ The tolerance table is the one place where we allow a difference from CPU; every
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
@@ -42,12 +43,35 @@ OP_TOL: dict[str, tuple[float, float]] = {
 
 # Ops whose outputs are random: their values cannot match CPU (tested statistically elsewhere).
 RANDOM_OPS = {
-    "bernoulli", "normal", "uniform", "rand_like", "randn_like", "randint_like", "randint",
-    "nn.functional.dropout", "nn.functional.dropout2d", "nn.functional.dropout3d",
-    "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout", "multinomial",
-    "randn", "rand", "randperm", "cauchy", "exponential", "geometric", "log_normal",
-    "nn.functional.rrelu", "empty", "empty_like", "new_empty", "new_empty_strided",
-    "empty_strided", "empty_permuted", "torch.empty", "nn.functional.fractional_max_pool2d",
+    "bernoulli",
+    "normal",
+    "uniform",
+    "rand_like",
+    "randn_like",
+    "randint_like",
+    "randint",
+    "nn.functional.dropout",
+    "nn.functional.dropout2d",
+    "nn.functional.dropout3d",
+    "nn.functional.alpha_dropout",
+    "nn.functional.feature_alpha_dropout",
+    "multinomial",
+    "randn",
+    "rand",
+    "randperm",
+    "cauchy",
+    "exponential",
+    "geometric",
+    "log_normal",
+    "nn.functional.rrelu",
+    "empty",
+    "empty_like",
+    "new_empty",
+    "new_empty_strided",
+    "empty_strided",
+    "empty_permuted",
+    "torch.empty",
+    "nn.functional.fractional_max_pool2d",
     "nn.functional.fractional_max_pool3d",
 }
 
@@ -78,7 +102,7 @@ def _compare(actual: Any, expected: Any, tol: tuple[float, float]) -> None:
     for a, e in zip(a_leaves, e_leaves):
         if isinstance(e, torch.Tensor):
             if not isinstance(a, torch.Tensor):
-                raise AssertionError(f"expected a tensor, got {type(a).__name__}")
+                raise TypeError(f"expected a tensor, got {type(a).__name__}")
             if a.device.type != "tpu" and e.device.type != "cpu":
                 raise AssertionError(f"output on {a.device}")
             torch.testing.assert_close(a.cpu(), e, atol=tol[0], rtol=tol[1], equal_nan=True)
@@ -103,7 +127,9 @@ def run_op(op: Any, dtype: torch.dtype = torch.float32, grad: bool = False) -> R
     """Runs up to MAX_SAMPLES samples of `op` on tpu and CPU; ok if every one matches."""
     tol = _tolerance(op.name, dtype)
     try:
-        samples = list(itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=grad), MAX_SAMPLES))
+        samples = list(
+            itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=grad), MAX_SAMPLES)
+        )
     except Exception as e:  # noqa: BLE001 (the sample generator itself failed)
         return Result(False, f"samples: {_short(e)}")
     compared = 0
@@ -111,9 +137,13 @@ def run_op(op: Any, dtype: torch.dtype = torch.float32, grad: bool = False) -> R
         torch.manual_seed(0)
         try:
             expected = op(sample.input, *sample.args, **sample.kwargs)
-        except Exception:  # noqa: BLE001 (CPU rejects this sample: nothing to compare)
+        except Exception:  # noqa: BLE001, S112 (CPU rejects this sample: nothing to compare)
             continue
-        inp = _to(sample.input, "tpu") if not isinstance(sample.input, (list, tuple)) else tree_map(lambda t: _to(t, "tpu"), sample.input)
+        inp = (
+            _to(sample.input, "tpu")
+            if not isinstance(sample.input, (list, tuple))
+            else tree_map(lambda t: _to(t, "tpu"), sample.input)
+        )
         args = tree_map(lambda t: _to(t, "tpu"), sample.args)
         kwargs = tree_map(lambda t: _to(t, "tpu"), sample.kwargs)
         try:
@@ -134,7 +164,9 @@ def _grad_leaves(x: Any) -> list[torch.Tensor]:
     return [t for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
 
 
-def _check_grad(sample: Any, expected: Any, tpu_inputs: Any, actual: Any, tol: tuple[float, float]) -> None:
+def _check_grad(
+    sample: Any, expected: Any, tpu_inputs: Any, actual: Any, tol: tuple[float, float]
+) -> None:
     cpu_outs = _differentiable_outputs(expected)
     tpu_outs = _differentiable_outputs(actual)
     if not cpu_outs:
@@ -144,7 +176,9 @@ def _check_grad(sample: Any, expected: Any, tpu_inputs: Any, actual: Any, tol: t
     gen = torch.Generator().manual_seed(1)
     cots = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in cpu_outs]
     cpu_grads = torch.autograd.grad(cpu_outs, cpu_in, cots, allow_unused=True)
-    tpu_grads = torch.autograd.grad(tpu_outs, tpu_in, [c.to("tpu") for c in cots], allow_unused=True)
+    tpu_grads = torch.autograd.grad(
+        tpu_outs, tpu_in, [c.to("tpu") for c in cots], allow_unused=True
+    )
     for a, e in zip(tpu_grads, cpu_grads):
         if e is None or a is None:
             if (e is None) != (a is None):
@@ -163,7 +197,9 @@ def supports(op: Any, dtype: torch.dtype) -> bool:
     return dtype in op.supported_dtypes("cpu") and op.name not in RANDOM_OPS
 
 
-def run_all(filter_fn: Callable[[Any], bool] = lambda op: True, grad: bool = True) -> dict[str, dict[str, Result]]:
+def run_all(
+    filter_fn: Callable[[Any], bool] = lambda op: True, grad: bool = True
+) -> dict[str, dict[str, Result]]:
     results: dict[str, dict[str, Result]] = {}
     for op in op_database():
         if not filter_fn(op) or not supports(op, torch.float32):
