@@ -5,6 +5,9 @@ BIN := $(abspath $(VENV))/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export CCACHE_DIR ?= $(HOME)/.cache/ccache
 export PIP_CACHE_DIR ?= $(HOME)/.cache/pip
+# Relative paths in ccache keys: a fresh clone elsewhere still hits the cache.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 PLUGIN = $(shell $(BIN)/python -c "import importlib.util,os;print(os.path.join(os.path.dirname(importlib.util.find_spec('xla_plugins.xla_cpu_pjrt').origin),'xla_cpu_pjrt.so'))")
 
 .PHONY: all demo test build system-deps cpp-test py-test coverage bench lint clean

@@ -330,7 +330,11 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
         op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
       }
       for (const auto& r : meta_stack) {
-        const at::Tensor& t = r.toTensor();
+        const at::Tensor& t = r.isTensor() ? r.toTensor() : at::Tensor();
+        if (!t.defined()) {
+          metas.push_back({{0}, {1}, at::kFloat, false});
+          continue;
+        }
         metas.push_back({t.sizes().vec(), t.strides().vec(), t.scalar_type()});
       }
       if (key) StoreMeta(*key, metas);
@@ -372,6 +376,11 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
       }
       const TensorMeta& meta = metas[i];
       at::Tensor target;
+      if (!meta.defined) {  // the rule still returns a value; it is dropped
+        targets.emplace_back();
+        ctx.out.push_back({rt::DType::kF32, {0}});
+        continue;
+      }
       const c10::AliasInfo* alias = returns[i].alias_info();
       if (alias != nullptr && alias->isWrite()) {
         for (size_t j = 0; j < num_args; ++j) {
@@ -431,6 +440,7 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
       b.Write(mutated[k - returns.size()], results[k]);
     }
     for (size_t i = 0; i < targets.size(); ++i) {
+      if (!targets[i].defined()) continue;
       TORCH_CHECK(b.g.type(results[i]).dims == ctx.out[i].dims, "tpu: lowering of ", full,
                   " produced shape mismatch for output ", i);
       b.Write(targets[i], results[i]);

@@ -16,6 +16,7 @@ struct TensorMeta {
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
   at::ScalarType dtype;
+  bool defined = true;  // backward ops return undefined tensors for outputs not asked for
 };
 
 // The cache key of a call, or nullopt when an argument has no metadata we can key on.

@@ -950,6 +950,49 @@ V AdaptiveAvgPoolBackward(Ctx& c) {
 
 }  // namespace
 
+// Backward of sigmoid/tanh from their output y: g * y * (1 - y) and g * (1 - y * y).
+V SigmoidTanhBackward(Ctx& c, bool sigmoid) {
+  DType t = c.out[0].dtype;
+  Value g = Cast(c, c.In("grad_output"), t, c.out[0].dims);
+  Value y = Cast(c, c.In("output"), t, c.out[0].dims);
+  Value one = Splat(c, 1, y);
+  Value d =
+      sigmoid
+          ? ir::Binary(c.g, "stablehlo.multiply", y, ir::Binary(c.g, "stablehlo.subtract", one, y))
+          : ir::Binary(c.g, "stablehlo.subtract", one, ir::Binary(c.g, "stablehlo.multiply", y, y));
+  return {ir::Binary(c.g, "stablehlo.multiply", g, d)};
+}
+
+// logit(x) = log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given.
+Value ClampEps(Ctx& c, Value x) {
+  if (!c.Has("eps")) return x;
+  double eps = c.Double("eps", 0);
+  return ir::Clamp(c.g, Splat(c, eps, ir::Type{c.T(x).dtype, {}}), x,
+                   Splat(c, 1 - eps, ir::Type{c.T(x).dtype, {}}));
+}
+
+V Logit(Ctx& c) {
+  Value x = ClampEps(c, Cast(c, c.In("self"), c.out[0].dtype));
+  Value r = ir::Binary(c.g, "stablehlo.divide", x,
+                       ir::Binary(c.g, "stablehlo.subtract", Splat(c, 1, x), x));
+  return {ir::Unary(c.g, "stablehlo.log", r)};
+}
+
+// d/dx logit = 1 / (x (1 - x)); zero outside [eps, 1 - eps] when eps is given.
+V LogitBackward(Ctx& c) {
+  DType t = c.out[0].dtype;
+  Value g = Cast(c, c.In("grad_output"), t, c.out[0].dims);
+  Value x = Cast(c, c.In("self"), t, c.out[0].dims);
+  Value d = ir::Binary(c.g, "stablehlo.multiply", x,
+                       ir::Binary(c.g, "stablehlo.subtract", Splat(c, 1, x), x));
+  Value r = ir::Binary(c.g, "stablehlo.divide", g, d);
+  if (!c.Has("eps")) return {r};
+  double eps = c.Double("eps", 0);
+  Value inside = ir::Binary(c.g, "stablehlo.and", ir::Compare(c.g, x, Splat(c, eps, x), "GE"),
+                            ir::Compare(c.g, x, Splat(c, 1 - eps, x), "LE"));
+  return {ir::Select(c.g, inside, r, Splat(c, 0, r))};
+}
+
 void AddNnRules(RuleMap& m) {
   m["aten::_adaptive_avg_pool2d"] = AdaptiveAvgPool;
   m["aten::_adaptive_avg_pool2d_backward"] = AdaptiveAvgPoolBackward;
@@ -967,6 +1010,10 @@ void AddNnRules(RuleMap& m) {
   m["aten::binary_cross_entropy_backward"] = BinaryCrossEntropyBackward;
   m["aten::convolution"] = Convolution;
   m["aten::convolution_backward"] = ConvolutionBackward;
+  m["aten::logit"] = Logit;
+  m["aten::logit_backward"] = LogitBackward;
+  m["aten::sigmoid_backward"] = +[](Ctx& c) { return SigmoidTanhBackward(c, true); };
+  m["aten::tanh_backward"] = +[](Ctx& c) { return SigmoidTanhBackward(c, false); };
   m["aten::convolution_backward_overrideable"] = ConvolutionBackward;
   m["aten::convolution_overrideable"] = Convolution;
   m["aten::elu"] = Elu;
