@@ -37,5 +37,14 @@ def test_grad_matches_cpu(name):
     assert result.ok, result.reason
 
 
+@pytest.mark.parametrize(
+    "name,dtype",
+    [(n, d) for d in opinfo.EXTRA_DTYPES for n in EXPECTED.get(f"forward_{d}", [])],
+)
+def test_forward_other_dtypes_match_cpu(name, dtype):
+    result = opinfo.run_op(OPS[name], opinfo.EXTRA_DTYPES[dtype], grad=False)
+    assert result.ok, result.reason
+
+
 def test_coverage_floor():
     assert len(EXPECTED["forward"]) >= 150

@@ -37,9 +37,15 @@ def main() -> None:
         "attempted": len(results),
         "op_db_total": len(db),
     }
+    expected = {"forward": fwd, "grad": grad}
+    for name in opinfo.EXTRA_DTYPES:
+        k = f"forward_{name}"
+        expected[k] = sorted(op for op, r in results.items() if k in r and r[k].ok)
+        summary[f"forward_passed_{name}"] = len(expected[k])
+        summary[f"attempted_{name}"] = sum(k in r for r in results.values())
     if args.expected:
         with open(args.expected, "w") as f:
-            json.dump({"forward": fwd, "grad": grad}, f, indent=1)
+            json.dump(expected, f, indent=1)
             f.write("\n")
     if args.markdown:
         _write_markdown(args.markdown, results, summary)
@@ -47,11 +53,8 @@ def main() -> None:
         print(json.dumps(summary))
     else:
         for k, r in sorted(results.items()):
-            g = r.get("grad")
-            print(
-                f"{k:45s} fwd={'ok' if r['forward'].ok else r['forward'].reason}"
-                + (f" grad={'ok' if g.ok else g.reason}" if g else "")
-            )
+            cols = " ".join(f"{kind}={'ok' if res.ok else res.reason}" for kind, res in r.items())
+            print(f"{k:45s} {cols}")
         print(json.dumps(summary))
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown of the PJRT client

@@ -197,9 +197,19 @@ def supports(op: Any, dtype: torch.dtype) -> bool:
     return dtype in op.supported_dtypes("cpu") and op.name not in RANDOM_OPS
 
 
+# Besides float32 (forward and gradients), forward runs for these dtypes where CPU supports the op.
+EXTRA_DTYPES = {
+    "bfloat16": torch.bfloat16,
+    "int64": torch.int64,
+    "int32": torch.int32,
+    "bool": torch.bool,
+}
+
+
 def run_all(
     filter_fn: Callable[[Any], bool] = lambda op: True, grad: bool = True
 ) -> dict[str, dict[str, Result]]:
+    """{op key: {"forward": ..., "grad": ..., "forward_bfloat16": ..., ...}} for op_db."""
     results: dict[str, dict[str, Result]] = {}
     for op in op_database():
         if not filter_fn(op) or not supports(op, torch.float32):
@@ -208,5 +218,8 @@ def run_all(
         entry = {"forward": run_op(op, torch.float32, grad=False)}
         if grad and op.supports_autograd and entry["forward"].ok:
             entry["grad"] = run_op(op, torch.float32, grad=True)
+        for name, dtype in EXTRA_DTYPES.items():
+            if supports(op, dtype):
+                entry[f"forward_{name}"] = run_op(op, dtype, grad=False)
         results[key] = entry
     return results
