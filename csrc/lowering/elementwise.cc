@@ -40,26 +40,12 @@ V Logical(Ctx& c, const char* op) {
   return {Cast(c, r, c.out[0].dtype)};
 }
 
-Value FloorDiv(Ctx& c, Value a, Value b) {
-  DType t = c.T(a).dtype;
-  if (rt::IsFloat(t))
-    return ir::Unary(c.g, "stablehlo.floor", ir::Binary(c.g, "stablehlo.divide", a, b));
-  // Integers: truncated quotient, minus one when the signs differ and there is a remainder.
-  Value q = ir::Binary(c.g, "stablehlo.divide", a, b);
-  Value r = ir::Binary(c.g, "stablehlo.remainder", a, b);
-  Value zero = Splat(c, 0, a);
-  Value adjust = ir::Binary(
-      c.g, "stablehlo.and", ir::Compare(c.g, r, zero, "NE"),
-      ir::Compare(c.g, ir::Compare(c.g, r, zero, "LT"), ir::Compare(c.g, b, zero, "LT"), "NE"));
-  return ir::Select(c.g, adjust, ir::Binary(c.g, "stablehlo.subtract", q, Splat(c, 1, a)), q);
-}
-
 V Div(Ctx& c) {
   std::string mode = c.Str("rounding_mode", "");
   DType t = c.out[0].dtype;
   Value a = InAsOut(c, "self"), b = InAsOut(c, "other");
   if (mode.empty()) return {ir::Binary(c.g, "stablehlo.divide", a, b)};
-  if (mode == "floor") return {FloorDiv(c, a, b)};
+  if (mode == "floor") return {FloorDivide(c, a, b)};
   Value q = ir::Binary(c.g, "stablehlo.divide", a, b);
   if (!rt::IsFloat(t)) return {q};
   return {ir::Select(c.g, ir::Compare(c.g, q, Splat(c, 0, q), "LT"),
@@ -320,7 +306,7 @@ void AddElementwiseRules(RuleMap& m) {
   m["aten::expm1"] = +[](Ctx& c) { return Un(c, "stablehlo.exponential_minus_one"); };
   m["aten::floor"] = +[](Ctx& c) { return IntIdentityOr(c, "stablehlo.floor"); };
   m["aten::floor_divide"] =
-      +[](Ctx& c) { return V{FloorDiv(c, InAsOut(c, "self"), InAsOut(c, "other"))}; };
+      +[](Ctx& c) { return V{FloorDivide(c, InAsOut(c, "self"), InAsOut(c, "other"))}; };
   m["aten::fmax"] = +[](Ctx& c) { return FMaxMin(c, true); };
   m["aten::fmin"] = +[](Ctx& c) { return FMaxMin(c, false); };
   m["aten::fmod"] = +[](Ctx& c) { return Bin(c, "stablehlo.remainder"); };

@@ -37,6 +37,20 @@ Value KeepDims(Ctx& c, Value reduced, const Dims& in_dims, const Dims& dims, boo
   return ir::Reshape(c.g, reduced, shape);
 }
 
+Value FloorDivide(Ctx& c, Value a, Value b) {
+  DType t = c.T(a).dtype;
+  if (rt::IsFloat(t))
+    return ir::Unary(c.g, "stablehlo.floor", ir::Binary(c.g, "stablehlo.divide", a, b));
+  // Integers: truncated quotient, minus one when the signs differ and there is a remainder.
+  Value q = ir::Binary(c.g, "stablehlo.divide", a, b);
+  Value r = ir::Binary(c.g, "stablehlo.remainder", a, b);
+  Value zero = Splat(c, 0, a);
+  Value adjust = ir::Binary(
+      c.g, "stablehlo.and", ir::Compare(c.g, r, zero, "NE"),
+      ir::Compare(c.g, ir::Compare(c.g, r, zero, "LT"), ir::Compare(c.g, b, zero, "LT"), "NE"));
+  return ir::Select(c.g, adjust, ir::Binary(c.g, "stablehlo.subtract", q, Splat(c, 1, a)), q);
+}
+
 DType FloatFor(DType t) { return rt::IsFloat(t) ? t : DType::kF32; }
 
 double LowestOf(DType t) {

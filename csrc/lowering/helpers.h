@@ -17,6 +17,8 @@ Value Splat(Ctx& c, double v, const Type& t);
 Dims ReduceDims(Ctx& c, int64_t rank, const std::string& name = "dim");
 // Reshapes a reduced value back to keepdim form when keepdim is set.
 Value KeepDims(Ctx& c, Value reduced, const Dims& in_dims, const Dims& dims, bool keepdim);
+// a / b rounded toward -inf (Python's //), for ints and floats.
+Value FloorDivide(Ctx& c, Value a, Value b);
 // The float type used to compute a transcendental function of an integer input.
 DType FloatFor(DType t);
 // Identity values of reductions.

@@ -88,17 +88,6 @@ V ScatterAlong(Ctx& c, const std::string& reduce) {
   return {ir::Reshape(c.g, r, c.out[0].dims)};
 }
 
-// Integer division rounding toward -inf, as PyTorch's integer mean does.
-Value FloorDiv(Ctx& c, Value a, Value b) {
-  Value q = ir::Binary(c.g, "stablehlo.divide", a, b);
-  Value rem = ir::Binary(c.g, "stablehlo.remainder", a, b);
-  Value zero = Splat(c, 0, a);
-  Value adjust = ir::Binary(
-      c.g, "stablehlo.and", ir::Compare(c.g, rem, zero, "NE"),
-      ir::Compare(c.g, ir::Compare(c.g, rem, zero, "LT"), ir::Compare(c.g, b, zero, "LT"), "NE"));
-  return ir::Select(c.g, adjust, ir::Binary(c.g, "stablehlo.subtract", q, Splat(c, 1, q)), q);
-}
-
 V ScatterReduce(Ctx& c) {
   std::string reduce = c.Str("reduce", "sum");
   bool include_self = c.Bool("include_self", true);
@@ -124,7 +113,7 @@ V ScatterReduce(Ctx& c) {
   if (reduce == "mean") {
     Value count = put(Splat(c, include_self ? 1 : 0, c.T(x)), Splat(c, 1, c.T(src)), "sum");
     count = ir::Binary(c.g, "stablehlo.maximum", count, Splat(c, 1, count));
-    r = rt::IsFloat(t) ? ir::Binary(c.g, "stablehlo.divide", r, count) : FloorDiv(c, r, count);
+    r = rt::IsFloat(t) ? ir::Binary(c.g, "stablehlo.divide", r, count) : FloorDivide(c, r, count);
   }
   return {ir::Reshape(c.g, r, c.out[0].dims)};
 }
