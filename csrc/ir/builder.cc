@@ -354,4 +354,11 @@ Value IntConstant(Graph& g, uint64_t bits, DType t, const Dims& dims) {
   return dims.empty() ? c : BroadcastInDim(g, c, dims, {});
 }
 
+std::vector<Value> While(Graph& g, const std::vector<Value>& init, std::shared_ptr<Graph> cond,
+                         std::shared_ptr<Graph> body) {
+  std::vector<Type> types;
+  for (Value v : init) types.push_back(g.type(v));
+  return g.Op("stablehlo.while", init, std::move(types), {}, {std::move(cond), std::move(body)});
+}
+
 }  // namespace tpu::ir

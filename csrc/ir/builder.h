@@ -72,4 +72,9 @@ Value DotGeneralHighest(Graph& g, Value a, Value b, const Dims& lhs_batch, const
 // or unsigned as `t` says.
 Value IntConstant(Graph& g, uint64_t bits, DType t, const Dims& dims = {});
 
+// stablehlo.while over `init`: `cond` and `body` are closed regions (they may not use outer
+// values) whose params mirror `init`; cond returns a tensor<i1>, body the next values.
+std::vector<Value> While(Graph& g, const std::vector<Value>& init, std::shared_ptr<Graph> cond,
+                         std::shared_ptr<Graph> body);
+
 }  // namespace tpu::ir
