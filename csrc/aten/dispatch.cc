@@ -211,6 +211,17 @@ bool MetaOverride(const std::string& name, torch::jit::Stack& s) {
     s.emplace_back(gb);
     return true;
   }
+  if (name == "aten::_scaled_dot_product_fused_attention_overrideable_backward") {
+    at::Tensor bias = T(4);
+    at::Tensor gq = at::empty_like(T(1)), gk = at::empty_like(T(2)), gv = at::empty_like(T(3));
+    at::Tensor gb = bias.defined() ? at::empty_like(bias) : at::Tensor();
+    s.clear();
+    s.emplace_back(gq);
+    s.emplace_back(gk);
+    s.emplace_back(gv);
+    s.emplace_back(gb);
+    return true;
+  }
   return false;
 }
 
@@ -244,8 +255,11 @@ bool IsUnannotatedMutation(const c10::FunctionSchema& s, size_t j) {
   return s.name() == "aten::native_batch_norm" && (arg == "running_mean" || arg == "running_var");
 }
 
-bool NeedsGenerator(const c10::FunctionSchema& s) {
+bool NeedsGenerator(const c10::FunctionSchema& s, const std::vector<c10::IValue>& args) {
   if (s.name() == "aten::native_dropout") return true;
+  if (s.name() == "aten::_scaled_dot_product_fused_attention_overrideable") {
+    return args[4].toDouble() > 0;  // dropout_p
+  }
   for (const auto& a : s.arguments()) {
     if (a.name() == "generator") return true;
   }
@@ -314,8 +328,10 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
 
   // Shapes, dtypes and PyTorch's own error messages come from the Meta kernel.
   const auto& returns = schema.returns();
-  bool tensor_returns = !returns.empty();
-  for (const auto& r : returns) tensor_returns &= r.type()->kind() == c10::TypeKind::TensorType;
+  // With at least one tensor return, Meta gives every return (tensors and ints); ops returning
+  // only scalars (torch.equal) compute them on the device and read them back.
+  bool tensor_returns = false;
+  for (const auto& r : returns) tensor_returns |= r.type()->kind() == c10::TypeKind::TensorType;
   std::vector<TensorMeta> metas;
   if (tensor_returns) {
     std::optional<std::string> key = MetaKey(op, args);
@@ -330,6 +346,11 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
         op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
       }
       for (const auto& r : meta_stack) {
+        if (r.isInt() || r.isSymInt()) {
+          int64_t v = r.isInt() ? r.toInt() : r.toSymInt().guard_int(__FILE__, __LINE__);
+          metas.push_back({{}, {}, at::kLong, false, v});
+          continue;
+        }
         const at::Tensor& t = r.isTensor() ? r.toTensor() : at::Tensor();
         if (!t.defined()) {
           metas.push_back({{0}, {1}, at::kFloat, false});
@@ -378,7 +399,7 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
       at::Tensor target;
       if (!meta.defined) {  // the rule still returns a value; it is dropped
         targets.emplace_back();
-        ctx.out.push_back({rt::DType::kF32, {0}});
+        ctx.out.push_back({meta.scalar ? rt::DType::kS64 : rt::DType::kF32, {0}});
         continue;
       }
       const c10::AliasInfo* alias = returns[i].alias_info();
@@ -401,7 +422,7 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
       targets.push_back(target);
       ctx.out.push_back({ToDType(meta.dtype), meta.sizes});
     }
-    if (NeedsGenerator(schema)) {
+    if (NeedsGenerator(schema, args)) {
       Arg gen;
       gen.kind = Arg::Kind::kValue;
       gen.value =
@@ -452,7 +473,13 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
     std::vector<rt::BufferPtr> host = b.Run();
     torch::jit::drop(*stack, num_args);
     if (tensor_returns) {
-      for (const at::Tensor& t : targets) stack->emplace_back(t);
+      for (size_t i = 0; i < targets.size(); ++i) {
+        if (metas[i].scalar) {
+          stack->emplace_back(*metas[i].scalar);
+        } else {
+          stack->emplace_back(targets[i]);
+        }
+      }
     } else {
       for (size_t i = 0; i < host.size(); ++i) {
         if (ctx.out[i].dtype == rt::DType::kPred) {

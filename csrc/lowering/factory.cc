@@ -10,9 +10,61 @@
 #include <utility>
 
 #include "lowering/helpers.h"
+#include "lowering/random.h"
 #include "lowering/rule_table.h"
 
 namespace tpu::lowering {
+
+// ---- Random bits and the distributions built on them.
+
+// n random u32 or u64 values from the call's state. Stream k > 0 uses the key seed ^ k * golden
+// ratio: an independent ThreeFry stream over the same offsets.
+Value RandomBits(Ctx& c, int64_t n, DType bits, uint64_t stream) {
+  Value state = c.In("generator");
+  if (stream != 0) {
+    Value mix = ir::IntConstant(c.g, stream * 0x9E3779B97F4A7C15ull, DType::kU64, {1});
+    Value key = ir::Concat(c.g, {mix, ir::IntConstant(c.g, 0, DType::kU64, {1})}, 0);
+    state = ir::Binary(c.g, "stablehlo.xor", state, key);
+  }
+  return c.g.Op("stablehlo.rng_bit_generator", {state}, {Type{DType::kU64, {2}}, Type{bits, {n}}},
+                "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>")[1];
+}
+
+// Random bits per sample as PyTorch draws them: as many as the dtype's mantissa holds.
+static int Digits(DType t) {
+  switch (t) {
+    case DType::kF16:
+      return 11;
+    case DType::kBF16:
+      return 8;
+    case DType::kF64:
+      return 53;
+    default:
+      return 24;
+  }
+}
+
+// Distributions are computed in f32 (f64 for f64 outputs) and converted at the end.
+DType ComputeType(DType t) { return t == DType::kF64 ? DType::kF64 : DType::kF32; }
+
+// Uniform samples in [0, 1), or in (0, 1) when `open` (safe for log), shaped dims, of dtype
+// ComputeType(t), each k * 2^-d for Digits(t) random bits k (so converting to t stays below 1).
+Value Uniform01(Ctx& c, const Dims& dims, DType t, uint64_t stream, bool open) {
+  DType ct = ComputeType(t);
+  // Open samples are (k + 1/2) * 2^-d: one bit fewer keeps them exact.
+  int d = Digits(t) - (open ? 1 : 0);
+  DType bt = ct == DType::kF64 ? DType::kU64 : DType::kU32;
+  int width = ct == DType::kF64 ? 64 : 32;
+  int64_t n = Type{ct, dims}.numel();
+  Value bits = RandomBits(c, n, bt, stream);
+  Value k = ir::Binary(c.g, "stablehlo.shift_right_logical", bits,
+                       ir::IntConstant(c.g, width - d, bt, {n}));
+  Value f = Cast(c, k, ct);
+  if (open) f = ir::Binary(c.g, "stablehlo.add", f, Splat(c, 0.5, f));
+  return ir::Reshape(c.g, ir::Binary(c.g, "stablehlo.multiply", f, Splat(c, std::ldexp(1.0, -d), f)),
+                     dims);
+}
+
 namespace {
 
 using V = std::vector<Value>;
@@ -91,55 +143,6 @@ V Eye(Ctx& c) {
   Type idx{DType::kS64, out.dims};
   Value eq = ir::Compare(c.g, ir::Iota(c.g, idx, 0), ir::Iota(c.g, idx, 1), "EQ");
   return {Cast(c, eq, out.dtype)};
-}
-
-// ---- Random bits and the distributions built on them.
-
-// n random u32 or u64 values from the call's state. Stream k > 0 uses the key seed ^ k * golden
-// ratio: an independent ThreeFry stream over the same offsets.
-Value RandomBits(Ctx& c, int64_t n, DType bits, uint64_t stream) {
-  Value state = c.In("generator");
-  if (stream != 0) {
-    Value mix = ir::IntConstant(c.g, stream * 0x9E3779B97F4A7C15ull, DType::kU64, {1});
-    Value key = ir::Concat(c.g, {mix, ir::IntConstant(c.g, 0, DType::kU64, {1})}, 0);
-    state = ir::Binary(c.g, "stablehlo.xor", state, key);
-  }
-  return c.g.Op("stablehlo.rng_bit_generator", {state}, {Type{DType::kU64, {2}}, Type{bits, {n}}},
-                "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>")[1];
-}
-
-// Random bits per sample as PyTorch draws them: as many as the dtype's mantissa holds.
-int Digits(DType t) {
-  switch (t) {
-    case DType::kF16:
-      return 11;
-    case DType::kBF16:
-      return 8;
-    case DType::kF64:
-      return 53;
-    default:
-      return 24;
-  }
-}
-
-// Distributions are computed in f32 (f64 for f64 outputs) and converted at the end.
-DType ComputeType(DType t) { return t == DType::kF64 ? DType::kF64 : DType::kF32; }
-
-// Uniform samples in [0, 1), or in (0, 1) when `open` (safe for log), shaped dims, of dtype
-// ComputeType(t), each k * 2^-d for Digits(t) random bits k (so converting to t stays below 1).
-Value Uniform01(Ctx& c, const Dims& dims, DType t, uint64_t stream = 0, bool open = false) {
-  DType ct = ComputeType(t);
-  // Open samples are (k + 1/2) * 2^-d: one bit fewer keeps them exact.
-  int d = Digits(t) - (open ? 1 : 0);
-  DType bt = ct == DType::kF64 ? DType::kU64 : DType::kU32;
-  int width = ct == DType::kF64 ? 64 : 32;
-  int64_t n = Type{ct, dims}.numel();
-  Value bits = RandomBits(c, n, bt, stream);
-  Value k = ir::Binary(c.g, "stablehlo.shift_right_logical", bits,
-                       ir::IntConstant(c.g, width - d, bt, {n}));
-  Value f = Cast(c, k, ct);
-  if (open) f = Add(c, f, Splat(c, 0.5, f));
-  return ir::Reshape(c.g, Mul(c, f, Splat(c, std::ldexp(1.0, -d), f)), dims);
 }
 
 // Standard normal samples of dtype ct (f32 or f64) by Box-Muller, using the cosine half.

@@ -1,0 +1,30 @@
+// scaled_dot_product_attention on tpu: PyTorch asks each device which fused kernel to use; we
+// answer "overrideable", so SDPA (forward and backward) becomes our own attention lowering
+// (lowering/attention.cc) instead of the unfused math decomposition.
+#include <ATen/native/transformers/attention.h>
+#include <ATen/native/transformers/sdp_utils_cpp.h>
+#include <torch/library.h>
+
+#include "aten/dispatch.h"
+
+namespace tpu::aten {
+
+int64_t FusedSdpChoice(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                       const std::optional<at::Tensor>&, double, bool, std::optional<double>,
+                       bool) {
+  return static_cast<int64_t>(sdp::SDPBackend::overrideable);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_fused_sdp_choice", FusedSdpChoice);
+  for (const char* name : {"_scaled_dot_product_fused_attention_overrideable",
+                           "_scaled_dot_product_fused_attention_overrideable_backward"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&BoxedKernel>());
+  }
+}
+
+}  // namespace tpu::aten
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &tpu::aten::FusedSdpChoice);
+}  // namespace at::native
