@@ -16,6 +16,7 @@ const RuleMap& Rules() {
     AddNnRules(m);
     AddFactoryRules(m);
     AddTestingRules(m);
+    AddAttentionRules(m);
     return m;
   }();
   return rules;

@@ -18,5 +18,6 @@ void AddLinalgRules(RuleMap& m);
 void AddNnRules(RuleMap& m);
 void AddFactoryRules(RuleMap& m);
 void AddTestingRules(RuleMap& m);
+void AddAttentionRules(RuleMap& m);
 
 }  // namespace tpu::lowering
