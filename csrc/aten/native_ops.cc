@@ -158,6 +158,16 @@ at::Scalar LocalScalarDense(const at::Tensor& self) {
 
 void RecordStream(at::Tensor&, c10::Stream) {}  // one in-order queue per device
 
+// CPU <-> tpu strided tensors may swap their impls in place (`param.data = param.to("tpu")`),
+// as CPU <-> CUDA do: nn.Module.to() then keeps Parameter identity, so tied weights stay tied.
+bool HasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == at::kStrided && (t.is_cpu() || IsTpu(t));
+  };
+  return (dense(self) && dense(from)) ||
+         self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -176,6 +186,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", CopyFromAndResize);
   m.impl("_local_scalar_dense", LocalScalarDense);
   m.impl("record_stream", RecordStream);
+  m.impl("_has_compatible_shallow_copy_type", HasCompatibleShallowCopyType);
 }
 
 // Ops whose default kernel raises "not implemented for this backend": route them to the
