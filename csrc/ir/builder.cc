@@ -361,4 +361,12 @@ std::vector<Value> While(Graph& g, const std::vector<Value>& init, std::shared_p
   return g.Op("stablehlo.while", init, std::move(types), {}, {std::move(cond), std::move(body)});
 }
 
+Value ConstantVector(Graph& g, const std::vector<double>& v, DType t) {
+  Type type{t, {static_cast<int64_t>(v.size())}};
+  std::string body = "dense<[";
+  for (size_t i = 0; i < v.size(); ++i) body += (i ? ", " : "") + ScalarLiteral(v[i], t);
+  body = v.empty() ? "dense<>" : body + "]>";
+  return g.Op1("stablehlo.constant", {}, type, "value = " + body + " : " + type.str());
+}
+
 }  // namespace tpu::ir

@@ -77,4 +77,7 @@ Value IntConstant(Graph& g, uint64_t bits, DType t, const Dims& dims = {});
 std::vector<Value> While(Graph& g, const std::vector<Value>& init, std::shared_ptr<Graph> cond,
                          std::shared_ptr<Graph> body);
 
+// A 1-D constant of dtype t holding `v` (small weight tables only).
+Value ConstantVector(Graph& g, const std::vector<double>& v, DType t);
+
 }  // namespace tpu::ir

@@ -62,6 +62,8 @@ std::shared_ptr<ir::Graph> Combiner(DType t, const std::string& reduce) {
 Value Lift(Ctx& c, Value x) { return c.T(x).rank() == 0 ? ir::Reshape(c.g, x, {1}) : x; }
 
 V GatherRule(Ctx& c) {
+  // An empty index may differ from self in rank ((5,) gathered by (2, 0)): nothing to read.
+  if (c.out[0].numel() == 0) return {Splat(c, 0, c.out[0])};
   Value x = Lift(c, c.In("self"));
   Value index = Lift(c, c.In("index"));
   int64_t rank = c.T(x).rank(), dim = ir::WrapDim(c.Int("dim"), rank);
@@ -71,6 +73,8 @@ V GatherRule(Ctx& c) {
 
 // scatter / scatter_add / scatter.reduce: src (or a Scalar value) at index along dim.
 V ScatterAlong(Ctx& c, const std::string& reduce) {
+  // An empty index may differ from self in rank: nothing to scatter.
+  if (c.T(c.In("index")).numel() == 0) return {Cast(c, c.In("self"), c.out[0].dtype)};
   DType t = c.out[0].dtype;
   Value x = Lift(c, Cast(c, c.In("self"), t));
   Value index = Lift(c, c.In("index"));

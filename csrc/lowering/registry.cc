@@ -15,8 +15,11 @@ const RuleMap& Rules() {
     AddLinalgRules(m);
     AddNnRules(m);
     AddFactoryRules(m);
+    AddResampleRules(m);
+    AddSpecialRules(m);
     AddTestingRules(m);
     AddAttentionRules(m);
+    AddDecompRules(m);
     return m;
   }();
   return rules;

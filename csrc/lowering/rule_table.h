@@ -17,7 +17,10 @@ void AddIndexRules(RuleMap& m);
 void AddLinalgRules(RuleMap& m);
 void AddNnRules(RuleMap& m);
 void AddFactoryRules(RuleMap& m);
+void AddResampleRules(RuleMap& m);
+void AddSpecialRules(RuleMap& m);
 void AddTestingRules(RuleMap& m);
 void AddAttentionRules(RuleMap& m);
+void AddDecompRules(RuleMap& m);
 
 }  // namespace tpu::lowering

@@ -1,0 +1,847 @@
+// Dense decompositions (Cholesky, LU, QR) and the solves built on them, for batched float
+// matrices. Cholesky and triangular solves are StableHLO ops; LU and Householder QR are
+// stablehlo.while loops over columns that follow LAPACK's getf2/geqr2/org2r step by step
+// (same pivot choice, same reflector signs) so results match PyTorch CPU closely.
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <tuple>
+
+#include "lowering/helpers.h"
+#include "lowering/rule_table.h"
+
+namespace tpu::lowering {
+
+namespace {
+
+using ir::BroadcastInDim;
+using ir::Compare;
+using ir::Constant;
+using ir::Select;
+
+Dims Cat(Dims a, const Dims& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+Dims Batch(const Type& t) { return Dims(t.dims.begin(), t.dims.end() - 2); }
+int64_t Rows(const Type& t) { return t.dims[t.rank() - 2]; }
+int64_t Cols(const Type& t) { return t.dims[t.rank() - 1]; }
+
+Value Zeros(Graph& g, const Type& t) { return Constant(g, 0, t.dtype, t.dims); }
+Value Full(Graph& g, double v, DType t, const Dims& dims) { return Constant(g, v, t, dims); }
+Value Add(Graph& g, Value a, Value b) { return ir::Binary(g, "stablehlo.add", a, b); }
+Value Sub(Graph& g, Value a, Value b) { return ir::Binary(g, "stablehlo.subtract", a, b); }
+Value Mul(Graph& g, Value a, Value b) { return ir::Binary(g, "stablehlo.multiply", a, b); }
+Value Div(Graph& g, Value a, Value b) { return ir::Binary(g, "stablehlo.divide", a, b); }
+Value And(Graph& g, Value a, Value b) { return ir::Binary(g, "stablehlo.and", a, b); }
+Value Idx(Graph& g, const Dims& dims, int64_t dim) {
+  return ir::Iota(g, Type{DType::kS64, dims}, dim);
+}
+// x broadcast to `out`, whose rank is x's plus one: the new dim is at position `at`.
+Value Insert(Graph& g, Value x, const Dims& out, int64_t at) {
+  Dims map;
+  for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
+    if (i != at) map.push_back(i);
+  }
+  return BroadcastInDim(g, x, out, map);
+}
+// x's leading dims broadcast into `out` (the extra dims are trailing).
+Value Lead(Graph& g, Value x, const Dims& out) {
+  Dims map(g.type(x).rank());
+  std::iota(map.begin(), map.end(), 0);
+  return BroadcastInDim(g, x, out, map);
+}
+// Sum over `dim` of x where mask holds: picks one entry exactly when the mask is one-hot.
+Value Pick(Graph& g, Value x, Value mask, int64_t dim) {
+  DType t = g.type(x).dtype;
+  Value z = Zeros(g, g.type(x));
+  return ir::Reduce(g, Select(g, mask, x, z), Constant(g, 0, t), {dim}, "stablehlo.add");
+}
+Value Mt(Graph& g, Value x) {
+  Dims perm(g.type(x).rank());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  return ir::Transpose(g, x, perm);
+}
+Value MatMul(Graph& g, Value a, Value b) {
+  const Type& ta = g.type(a);
+  Dims batch(ta.rank() - 2);
+  std::iota(batch.begin(), batch.end(), 0);
+  int64_t r = ta.rank();
+  Type out{ta.dtype, Cat(Batch(ta), {Rows(ta), Cols(g.type(b))})};
+  return ir::DotGeneralHighest(g, a, b, batch, batch, {r - 1}, {r - 2}, out);
+}
+// Keeps x[i][j] where j - i <= k (lower) or j - i >= k (upper); zeros elsewhere.
+Value Tri(Graph& g, Value x, bool lower, int64_t k = 0) {
+  const Type& t = g.type(x);
+  Value d = Sub(g, Idx(g, t.dims, t.rank() - 1), Idx(g, t.dims, t.rank() - 2));
+  Value kk = Full(g, static_cast<double>(k), DType::kS64, t.dims);
+  return Select(g, Compare(g, d, kk, lower ? "LE" : "GE"), x, Zeros(g, t));
+}
+Value EyeMask(Graph& g, const Dims& dims) {
+  int64_t r = static_cast<int64_t>(dims.size());
+  return Compare(g, Idx(g, dims, r - 2), Idx(g, dims, r - 1), "EQ");
+}
+Value Eye(Graph& g, DType t, const Dims& dims) {
+  return Select(g, EyeMask(g, dims), Full(g, 1, t, dims), Full(g, 0, t, dims));
+}
+// The main diagonal of a square batch of matrices: [..., n].
+Value Diag(Graph& g, Value x) {
+  const Type& t = g.type(x);
+  return Pick(g, x, EyeMask(g, t.dims), t.rank() - 1);
+}
+Value TriSolve(Graph& g, Value a, Value b, bool left, bool lower, bool unit, bool transpose) {
+  auto flag = [](bool v) { return v ? std::string("true") : std::string("false"); };
+  return g.Op1("stablehlo.triangular_solve", {a, b}, g.type(b),
+               "left_side = " + flag(left) + ", lower = " + flag(lower) +
+                   ", unit_diagonal = " + flag(unit) + ", transpose_a = #stablehlo<transpose " +
+                   (transpose ? "TRANSPOSE" : "NO_TRANSPOSE") + ">");
+}
+// x (a batch of matrices) broadcast to `batch` leading dims.
+Value ToBatch(Graph& g, Value x, const Dims& batch) {
+  const Type& t = g.type(x);
+  return ir::BroadcastTo(g, x, Cat(batch, {Rows(t), Cols(t)}));
+}
+std::vector<Value> AllZeros(Ctx& c) {
+  std::vector<Value> r;
+  for (const Type& t : c.out) r.push_back(Zeros(c.g, t));
+  return r;
+}
+bool AnyEmpty(const std::vector<Type>& ts) {
+  return std::any_of(ts.begin(), ts.end(), [](const Type& t) { return t.numel() == 0; });
+}
+
+// A counted loop: `body(region, j, carried)` returns the next carried values for j = from, ...
+// while j < to (step +1) or j > to (step -1, counting down from `from`).
+template <typename Body>
+std::vector<Value> For(Graph& g, int64_t from, int64_t to, int64_t step,
+                       const std::vector<Value>& init, Body body) {
+  std::vector<Value> state{Constant(g, static_cast<double>(from), DType::kS64)};
+  state.insert(state.end(), init.begin(), init.end());
+  auto region = [&](std::vector<Value>& args) {
+    auto r = std::make_shared<Graph>();
+    for (Value v : state) args.push_back(r->Param(g.type(v)));
+    return r;
+  };
+  std::vector<Value> ca, ba;
+  auto cond = region(ca);
+  cond->results = {Compare(*cond, ca[0], Constant(*cond, static_cast<double>(to), DType::kS64),
+                           step > 0 ? "LT" : "GT")};
+  auto b = region(ba);
+  std::vector<Value> carried(ba.begin() + 1, ba.end());
+  std::vector<Value> next = body(*b, ba[0], carried);
+  next.insert(next.begin(), Add(*b, ba[0], Constant(*b, static_cast<double>(step), DType::kS64)));
+  b->results = next;
+  std::vector<Value> out = ir::While(g, state, cond, b);
+  return std::vector<Value>(out.begin() + 1, out.end());
+}
+
+// ---- Cholesky --------------------------------------------------------------------------------
+
+// LAPACK's potrf info for lower-triangle input x: the 1-based order of the first leading minor
+// that is not positive definite, else 0. XLA NaN-fills a failed factor, so this reruns an
+// unblocked Cholesky, for `limit` (0 or n) steps: nothing is done when every matrix succeeded.
+Value CholeskyInfo(Graph& g, Value x, Value limit) {
+  const Type t = g.type(x);
+  const int64_t r = t.rank();
+  const Dims batch = Batch(t), cdims = Cat(batch, {Rows(t)});
+  Value low = Tri(g, x, true);
+  Value sym = Add(g, low, Mt(g, Tri(g, x, true, -1)));
+  std::vector<Value> init{Constant(g, 0, DType::kS64), limit, sym, Full(g, 0, DType::kS64, batch)};
+  auto region = [&](std::vector<Value>& args) {
+    auto h = std::make_shared<Graph>();
+    for (Value v : init) args.push_back(h->Param(g.type(v)));
+    return h;
+  };
+  std::vector<Value> ca, ba;
+  auto cond = region(ca);
+  cond->results = {Compare(*cond, ca[0], ca[1], "LT")};
+  auto body = region(ba);
+  {
+    Graph& h = *body;
+    Value j = ba[0], a = ba[2], info = ba[3];
+    auto at = [&](const Dims& d) { return BroadcastInDim(h, j, d, {}); };
+    Value rows = Idx(h, t.dims, r - 2), cols = Idx(h, t.dims, r - 1), ri = Idx(h, cdims, r - 2);
+    Value col = Pick(h, a, Compare(h, cols, at(t.dims), "EQ"), r - 1);
+    Value d = Pick(h, col, Compare(h, ri, at(cdims), "EQ"), r - 2);
+    Value zero = Full(h, 0, DType::kS64, batch);
+    Value ok =
+        And(h, Compare(h, d, Full(h, 0, t.dtype, batch), "GT"), Compare(h, info, zero, "EQ"));
+    Value fail = And(h, ir::Unary(h, "stablehlo.not", ok), Compare(h, info, zero, "EQ"));
+    info = Select(h, fail, Add(h, at(batch), Full(h, 1, DType::kS64, batch)), info);
+    Value l = Div(h, col, Insert(h, ir::Unary(h, "stablehlo.sqrt", d), cdims, r - 2));
+    l = Select(h, Compare(h, ri, at(cdims), "GT"), l, Full(h, 0, t.dtype, cdims));
+    Value upd = Mul(h, Insert(h, l, t.dims, r - 1), Insert(h, l, t.dims, r - 2));
+    Value trailing = And(h, Compare(h, rows, at(t.dims), "GT"), Compare(h, cols, at(t.dims), "GT"));
+    a = Select(h, And(h, trailing, Lead(h, ok, t.dims)), Sub(h, a, upd), a);
+    body->results = {Add(h, j, Constant(h, 1, DType::kS64)), ba[1], a, info};
+  }
+  return ir::While(g, init, cond, body)[3];
+}
+
+// L (or U = L^T) of a batch of SPD matrices, and LAPACK's info.
+std::pair<Value, Value> Cholesky(Graph& g, Value a, bool upper, const Type& info_t) {
+  const Type& t = g.type(a);
+  if (t.numel() == 0) return {a, Zeros(g, info_t)};
+  // potrf with uplo 'U' reads the upper triangle, i.e. the lower triangle of A^T.
+  Value x = upper ? Mt(g, a) : a;
+  Value l = Tri(g, g.Op1("stablehlo.cholesky", {x}, t, "lower = true"), true);
+  // Any diagonal entry not > 0 (NaN included) means some factorization failed.
+  Value d = Diag(g, l);
+  const Dims& dd = g.type(d).dims;
+  Value ok = Compare(g, d, Full(g, 0, t.dtype, dd), "GT");
+  Dims all(dd.size());
+  std::iota(all.begin(), all.end(), 0);
+  Value all_ok = ir::Reduce(g, ok, Constant(g, 1, DType::kPred), all, "stablehlo.and");
+  Value limit = Select(g, all_ok, Constant(g, 0, DType::kS64),
+                       Constant(g, static_cast<double>(Rows(t)), DType::kS64));
+  Value info = CholeskyInfo(g, x, limit);
+  return {upper ? Mt(g, l) : l, ir::Convert(g, info, info_t.dtype)};
+}
+
+// Solves (L L^T) X = B, or (U^T U) X = B when upper; f and b share batch dims.
+Value CholeskySolve(Graph& g, Value f, Value b, bool upper) {
+  Value y = TriSolve(g, f, b, true, !upper, false, upper);
+  return TriSolve(g, f, y, true, !upper, false, !upper);
+}
+
+std::vector<Value> CholeskyEx(Ctx& c) {
+  auto [l, info] =
+      Cholesky(c.g, Cast(c, c.In("self"), c.out[0].dtype), c.Bool("upper", false), c.out[1]);
+  return {l, info};
+}
+
+std::vector<Value> CholeskyLegacy(Ctx& c) {
+  Type info{DType::kS32, Batch(c.out[0])};
+  return {Cholesky(c.g, Cast(c, c.In("self"), c.out[0].dtype), c.Bool("upper", false), info).first};
+}
+
+std::vector<Value> CholeskySolveHelper(Ctx& c) {
+  if (AnyEmpty(c.out)) return AllZeros(c);
+  Dims batch = Batch(c.out[0]);
+  Value b = Cast(c, c.In("self"), c.out[0].dtype, c.out[0].dims);
+  Value f = ToBatch(c.g, Cast(c, c.In("A"), c.out[0].dtype), batch);
+  return {CholeskySolve(c.g, f, b, c.Bool("upper", false))};
+}
+
+std::vector<Value> CholeskyInverse(Ctx& c) {
+  if (AnyEmpty(c.out)) return AllZeros(c);
+  Value f = Cast(c, c.In("self"), c.out[0].dtype, c.out[0].dims);
+  return {CholeskySolve(c.g, f, Eye(c.g, c.out[0].dtype, c.out[0].dims), c.Bool("upper", false))};
+}
+
+// ---- Triangular solves -----------------------------------------------------------------------
+
+std::vector<Value> TriangularSolve(Ctx& c) {
+  // Solves A X = B (or A^T X = B); also returns A broadcast to the batch ("cloned_coefficient").
+  Value a = Cast(c, c.In("A"), c.out[1].dtype, c.out[1].dims);
+  if (AnyEmpty(c.out)) return {Zeros(c.g, c.out[0]), a};
+  Value b = Cast(c, c.In("self"), c.out[0].dtype, c.out[0].dims);
+  return {TriSolve(c.g, a, b, true, !c.Bool("upper", true), c.Bool("unitriangular", false),
+                   c.Bool("transpose", false)),
+          a};
+}
+
+std::vector<Value> SolveTriangular(Ctx& c) {
+  if (AnyEmpty(c.out)) return AllZeros(c);
+  Value b = Cast(c, c.In("B"), c.out[0].dtype, c.out[0].dims);
+  Value a = ToBatch(c.g, Cast(c, c.In("self"), c.out[0].dtype), Batch(c.out[0]));
+  return {TriSolve(c.g, a, b, c.Bool("left", true), !c.Bool("upper", false),
+                   c.Bool("unitriangular", false), false)};
+}
+
+// ---- LU --------------------------------------------------------------------------------------
+
+struct LuResult {
+  Value lu, piv, info;  // piv and info are s32 like LAPACK's ipiv/info (pivots 1-based)
+};
+
+// One getf2 column step j on the carried (a, piv, info).
+std::vector<Value> LuStep(Graph& g, Value j, const std::vector<Value>& s, bool pivot) {
+  Value a = s[0], piv = s[1], info = s[2];
+  const Type t = g.type(a);
+  const int64_t r = t.rank(), m = Rows(t), k = g.type(piv).dims.back();
+  const Dims& dims = t.dims;
+  const Dims batch = Batch(t), cdims = Cat(batch, {m}), rdims = Cat(batch, {Cols(t)});
+  const Dims kdims = Cat(batch, {k});
+  auto at = [&](const Dims& d) { return BroadcastInDim(g, j, d, {}); };
+  Value rows = Idx(g, dims, r - 2), cols = Idx(g, dims, r - 1);
+  Value ri = Idx(g, cdims, r - 2), ci = Idx(g, rdims, r - 2);
+  Value is_col = Compare(g, cols, at(dims), "EQ");
+  Value col = Pick(g, a, is_col, r - 1);
+  Value p = at(batch);
+  if (pivot) {
+    // The first row of largest |a[i][j]|, i >= j (LAPACK's i?amax).
+    Value cand = Select(g, Compare(g, ri, at(cdims), "GE"), ir::Unary(g, "stablehlo.abs", col),
+                        Full(g, -1, t.dtype, cdims));
+    Value mx = ir::Reduce(g, cand, Constant(g, -1, t.dtype), {r - 2}, "stablehlo.maximum");
+    Value hit = Compare(g, cand, Insert(g, mx, cdims, r - 2), "EQ");
+    Value first = ir::Reduce(g, Select(g, hit, ri, Full(g, m, DType::kS64, cdims)),
+                             Constant(g, m, DType::kS64), {r - 2}, "stablehlo.minimum");
+    p = Select(g, Compare(g, first, Full(g, m, DType::kS64, batch), "EQ"), p, first);  // NaNs
+  }
+  Value pm = Lead(g, p, dims);
+  Value is_j = Compare(g, rows, at(dims), "EQ"), is_p = Compare(g, rows, pm, "EQ");
+  Value row_j = Pick(g, a, is_j, r - 2), row_p = Pick(g, a, is_p, r - 2);
+  a = Select(g, is_j, Insert(g, row_p, dims, r - 2),
+             Select(g, is_p, Insert(g, row_j, dims, r - 2), a));
+  Value p1 = ir::Convert(g, Add(g, p, Full(g, 1, DType::kS64, batch)), DType::kS32);
+  piv = Select(g, Compare(g, Idx(g, kdims, r - 2), at(kdims), "EQ"), Lead(g, p1, kdims), piv);
+  Value d = Pick(g, row_p, Compare(g, ci, at(rdims), "EQ"), r - 2);
+  Value dz = Compare(g, d, Full(g, 0, t.dtype, batch), "EQ");
+  Value j1 = ir::Convert(g, Add(g, j, Constant(g, 1, DType::kS64)), DType::kS32);
+  info = Select(g, And(g, dz, Compare(g, info, Full(g, 0, DType::kS32, batch), "EQ")),
+                BroadcastInDim(g, j1, batch, {}), info);
+  // getf2 scales by the reciprocal of the pivot, then does the rank-1 trailing update.
+  Value one = Full(g, 1, t.dtype, batch);
+  Value scale = Select(g, dz, one, Div(g, one, d));
+  col = Pick(g, a, is_col, r - 1);
+  Value below = Compare(g, ri, at(cdims), "GT");
+  Value l = Select(g, below, Mul(g, col, Insert(g, scale, cdims, r - 2)), Zeros(g, g.type(col)));
+  Value u = Select(g, Compare(g, ci, at(rdims), "GT"), row_p, Zeros(g, g.type(row_p)));
+  Value lb = Insert(g, l, dims, r - 1);
+  Value upd = Mul(g, lb, Insert(g, u, dims, r - 2));
+  a = Select(g, And(g, Compare(g, rows, at(dims), "GT"), is_col), lb, Sub(g, a, upd));
+  return {a, piv, info};
+}
+
+LuResult Lu(Graph& g, Value a, bool pivot) {
+  const Type t = g.type(a);
+  const Dims batch = Batch(t);
+  int64_t k = std::min(Rows(t), Cols(t));
+  Value piv = Full(g, 0, DType::kS32, Cat(batch, {k}));
+  Value info = Full(g, 0, DType::kS32, batch);
+  if (t.numel() == 0) return {a, piv, info};
+  auto out = For(g, 0, k, 1, {a, piv, info},
+                 [&](Graph& r, Value j, std::vector<Value>& s) { return LuStep(r, j, s, pivot); });
+  return {out[0], out[1], out[2]};
+}
+
+// perm (s64 [..., m]) with (P^T A)[i] = A[perm[i]], from LAPACK's sequential row swaps.
+Value PermFromPivots(Graph& g, Value piv, int64_t m) {
+  const Type& pt = g.type(piv);
+  const Dims batch(pt.dims.begin(), pt.dims.end() - 1);
+  const int64_t k = pt.dims.back(), r = pt.rank();
+  const Dims mdims = Cat(batch, {m});
+  Value perm = Idx(g, mdims, r - 1);
+  if (k == 0 || pt.numel() == 0) return perm;
+  return For(g, 0, k, 1, {perm, piv}, [&](Graph& h, Value i, std::vector<Value>& s) {
+    Value perm = s[0], piv = s[1];
+    auto at = [&](const Dims& d) { return BroadcastInDim(h, i, d, {}); };
+    const Dims& kd = h.type(piv).dims;
+    Value p = Pick(h, ir::Convert(h, piv, DType::kS64), Compare(h, Idx(h, kd, r - 1), at(kd), "EQ"),
+                   r - 1);
+    p = Sub(h, p, Full(h, 1, DType::kS64, batch));
+    Value mi = Idx(h, mdims, r - 1);
+    Value is_i = Compare(h, mi, at(mdims), "EQ"), is_p = Compare(h, mi, Lead(h, p, mdims), "EQ");
+    Value vi = Pick(h, perm, is_i, r - 1), vp = Pick(h, perm, is_p, r - 1);
+    perm = Select(h, is_i, Lead(h, vp, mdims), Select(h, is_p, Lead(h, vi, mdims), perm));
+    return std::vector<Value>{perm, piv};
+  })[0];
+}
+
+// P with A = P L U: P[perm[c]][c] = 1.
+Value PermMatrix(Graph& g, Value perm, DType t) {
+  Dims dims = g.type(perm).dims;
+  dims.push_back(dims.back());
+  int64_t r = static_cast<int64_t>(dims.size());
+  Value hit = Compare(g, Idx(g, dims, r - 2), Insert(g, perm, dims, r - 2), "EQ");
+  return Select(g, hit, Full(g, 1, t, dims), Full(g, 0, t, dims));
+}
+
+// Solves A X = B (or A^T X = B) from A's LU factors; lu, p and b share batch dims.
+Value LuSolve(Graph& g, Value lu, Value p, Value b, bool adjoint) {
+  if (!adjoint) {
+    Value y = MatMul(g, Mt(g, p), b);
+    y = TriSolve(g, lu, y, true, true, true, false);
+    return TriSolve(g, lu, y, true, false, false, false);
+  }
+  Value y = TriSolve(g, lu, b, true, false, false, true);
+  y = TriSolve(g, lu, y, true, true, true, true);
+  return MatMul(g, p, y);
+}
+
+// X with A X = B (left) or X A = B (right, solved as A^T X^T = B^T); B already has X's dims.
+Value LuSolveSide(Graph& g, Value lu, Value piv, Value b, bool left, bool adjoint) {
+  const Dims batch = Batch(g.type(b));
+  Value p = PermMatrix(g, PermFromPivots(g, piv, Rows(g.type(lu))), g.type(lu).dtype);
+  lu = ToBatch(g, lu, batch);
+  p = ToBatch(g, p, batch);
+  if (left) return LuSolve(g, lu, p, b, adjoint);
+  return Mt(g, LuSolve(g, lu, p, Mt(g, b), !adjoint));
+}
+
+std::vector<Value> LuFactorEx(Ctx& c) {
+  LuResult f = Lu(c.g, Cast(c, c.In("A"), c.out[0].dtype), c.Bool("pivot", true));
+  return {f.lu, ir::Convert(c.g, f.piv, c.out[1].dtype), ir::Convert(c.g, f.info, c.out[2].dtype)};
+}
+
+// P, L, U from packed LU factors (LU is [..., m, n]; L is m x k, U is k x n).
+std::vector<Value> Unpack(Ctx& c, Value lu, Value piv, bool data, bool pivots) {
+  Graph& g = c.g;
+  const Type& t = g.type(lu);
+  const int64_t m = Rows(t), n = Cols(t), k = std::min(m, n);
+  const Dims batch = Batch(t);
+  std::vector<Value> res = AllZeros(c);
+  if (pivots && c.out[0].numel() > 0) {
+    res[0] = PermMatrix(g, PermFromPivots(g, piv, m), c.out[0].dtype);
+  }
+  if (data && c.out[1].numel() > 0) {
+    Value lk = ir::Slice(g, lu, Cat(Dims(batch.size(), 0), {0, 0}), Cat(batch, {m, k}));
+    res[1] = Add(g, Tri(g, lk, true, -1), Eye(g, t.dtype, g.type(lk).dims));
+  }
+  if (data && c.out[2].numel() > 0) {
+    res[2] =
+        Tri(g, ir::Slice(g, lu, Cat(Dims(batch.size(), 0), {0, 0}), Cat(batch, {k, n})), false);
+  }
+  return res;
+}
+
+std::vector<Value> LinalgLu(Ctx& c) {
+  bool pivot = c.Bool("pivot", true);
+  LuResult f = Lu(c.g, Cast(c, c.In("A"), c.out[1].dtype), pivot);
+  return Unpack(c, f.lu, f.piv, true, pivot);
+}
+
+std::vector<Value> LuUnpack(Ctx& c) {
+  Value lu = c.In("LU_data");
+  Value piv = ir::Convert(c.g, c.In("LU_pivots"), DType::kS32);
+  return Unpack(c, lu, piv, c.Bool("unpack_data", true), c.Bool("unpack_pivots", true));
+}
+
+std::vector<Value> LinalgLuSolve(Ctx& c) {
+  if (AnyEmpty(c.out)) return AllZeros(c);
+  Value lu = Cast(c, c.In("LU"), c.out[0].dtype);
+  Value b = Cast(c, c.In("B"), c.out[0].dtype, c.out[0].dims);
+  return {LuSolveSide(c.g, lu, c.In("pivots"), b, c.Bool("left", true), c.Bool("adjoint", false))};
+}
+
+std::vector<Value> SolveEx(Ctx& c) {
+  Graph& g = c.g;
+  Value a = Cast(c, c.In("A"), c.out[1].dtype);
+  Value b = c.In("B");
+  LuResult f = Lu(g, a, true);
+  std::vector<Value> res{Zeros(g, c.out[0]), f.lu, ir::Convert(g, f.piv, c.out[2].dtype),
+                         ir::Convert(g, f.info, c.out[3].dtype)};
+  if (c.out[0].numel() == 0) return res;
+  // PyTorch's vector case: B is [..., n] when it is 1-D or A's shape minus the last dim.
+  const Type& at = g.type(a);
+  const Dims& bd = g.type(b).dims;
+  bool left = c.Bool("left", true);
+  bool vec = bd.size() == 1 ||
+             (bd.size() + 1 == at.dims.size() && std::equal(bd.begin(), bd.end(), at.dims.begin()));
+  Dims xd = c.out[0].dims;
+  b = Cast(c, b, c.out[0].dtype);
+  if (vec) {
+    // Solved as a one-column (left) or one-row (right) matrix.
+    Dims bb = bd;
+    bb.insert(bb.end() - (left ? 0 : 1), 1);
+    xd.insert(xd.end() - (left ? 0 : 1), 1);
+    b = ir::Reshape(g, b, bb);
+  }
+  b = ir::BroadcastTo(g, b, xd);
+  res[0] = ir::Reshape(g, LuSolveSide(g, f.lu, f.piv, b, left, false), c.out[0].dims);
+  return res;
+}
+
+std::vector<Value> InvEx(Ctx& c) {
+  Value a = Cast(c, c.In("A"), c.out[0].dtype);
+  LuResult f = Lu(c.g, a, true);
+  Value info = ir::Convert(c.g, f.info, c.out[1].dtype);
+  if (c.out[0].numel() == 0) return {Zeros(c.g, c.out[0]), info};
+  Value eye = Eye(c.g, c.out[0].dtype, c.out[0].dims);
+  return {LuSolveSide(c.g, f.lu, f.piv, eye, true, false), info};
+}
+
+// (-1)^(number of actual row swaps) for each matrix of the batch.
+Value PermSign(Graph& g, Value piv, DType t) {
+  const Type& pt = g.type(piv);
+  Value pos = ir::Convert(
+      g, Add(g, Idx(g, pt.dims, pt.rank() - 1), Full(g, 1, DType::kS64, pt.dims)), DType::kS32);
+  Value swapped = Compare(g, piv, pos, "NE");
+  Value f = Select(g, swapped, Full(g, -1, t, pt.dims), Full(g, 1, t, pt.dims));
+  return ir::Reduce(g, f, Constant(g, 1, t), {pt.rank() - 1}, "stablehlo.multiply");
+}
+
+// PyTorch factors A^T when A is contiguous (det(A^T) = det(A)) and its backward solves with that
+// LU; rules see no strides, so a contiguous A is assumed.
+LuResult LuOfTranspose(Ctx& c, DType t) { return Lu(c.g, Mt(c.g, Cast(c, c.In("A"), t)), true); }
+
+std::vector<Value> Det(Ctx& c) {
+  Graph& g = c.g;
+  LuResult f = LuOfTranspose(c, c.out[0].dtype);
+  DType t = c.out[0].dtype;
+  Value d = Diag(g, f.lu);
+  Value prod = ir::Reduce(g, d, Constant(g, 1, t), {g.type(d).rank() - 1}, "stablehlo.multiply");
+  return {Mul(g, prod, PermSign(g, f.piv, t)), f.lu, ir::Convert(g, f.piv, c.out[2].dtype)};
+}
+
+std::vector<Value> Slogdet(Ctx& c) {
+  Graph& g = c.g;
+  DType t = c.out[1].dtype;
+  LuResult f = LuOfTranspose(c, t);
+  Value d = Diag(g, f.lu);
+  int64_t last = g.type(d).rank() - 1;
+  Value sgn = ir::Reduce(g, ir::Unary(g, "stablehlo.sign", d), Constant(g, 1, t), {last},
+                         "stablehlo.multiply");
+  Value logabs = ir::Reduce(g, ir::Unary(g, "stablehlo.log", ir::Unary(g, "stablehlo.abs", d)),
+                            Constant(g, 0, t), {last}, "stablehlo.add");
+  return {Mul(g, sgn, PermSign(g, f.piv, t)), logabs, f.lu, ir::Convert(g, f.piv, c.out[3].dtype)};
+}
+
+// ---- Householder QR --------------------------------------------------------------------------
+
+// geqr2: reflectors below the diagonal, R on and above it, and tau ([..., min(m, n)]).
+std::pair<Value, Value> Geqrf(Graph& g, Value a) {
+  const Type t = g.type(a);
+  const Dims batch = Batch(t);
+  const int64_t m = Rows(t), k = std::min(m, Cols(t));
+  Value tau = Full(g, 0, t.dtype, Cat(batch, {k}));
+  if (t.numel() == 0) return {a, tau};
+  auto out = For(g, 0, k, 1, {a, tau}, [&](Graph& h, Value j, std::vector<Value>& s) {
+    Value a = s[0], tau = s[1];
+    const int64_t r = t.rank();
+    const Dims &dims = t.dims, cdims = Cat(batch, {m}), rdims = Cat(batch, {Cols(t)});
+    auto at = [&](const Dims& d) { return BroadcastInDim(h, j, d, {}); };
+    auto zeros = [&](const Dims& d) { return Full(h, 0, t.dtype, d); };
+    Value rows = Idx(h, dims, r - 2), cols = Idx(h, dims, r - 1), ri = Idx(h, cdims, r - 2);
+    Value is_col = Compare(h, cols, at(dims), "EQ");
+    Value x = Pick(h, a, is_col, r - 1);
+    Value alpha = Pick(h, x, Compare(h, ri, at(cdims), "EQ"), r - 2);
+    Value below = Compare(h, ri, at(cdims), "GT");
+    Value tail = Select(h, below, x, zeros(cdims));
+    Value xnorm2 =
+        ir::Reduce(h, Mul(h, tail, tail), Constant(h, 0, t.dtype), {r - 2}, "stablehlo.add");
+    // dlarfg: beta = -sign(alpha) * ||(alpha, x)||, tau = (beta - alpha) / beta,
+    // v = x / (alpha - beta); no reflection when x's tail is zero.
+    Value none = Compare(h, xnorm2, zeros(batch), "EQ");
+    Value norm = ir::Unary(h, "stablehlo.sqrt", Add(h, Mul(h, alpha, alpha), xnorm2));
+    Value beta = Select(h, Compare(h, alpha, zeros(batch), "GE"),
+                        ir::Unary(h, "stablehlo.negate", norm), norm);
+    beta = Select(h, none, alpha, beta);
+    Value tj = Select(h, none, zeros(batch), Div(h, Sub(h, beta, alpha), beta));
+    Value one = Full(h, 1, t.dtype, batch);
+    Value scal = Select(h, none, one, Div(h, one, Sub(h, alpha, beta)));
+    Value v = Mul(h, tail, Insert(h, scal, cdims, r - 2));
+    Value v1 = Select(h, Compare(h, ri, at(cdims), "EQ"), Full(h, 1, t.dtype, cdims), v);
+    // Apply H = I - tau v v^T to the columns right of j: A -= tau v (v^T A).
+    Value vb = Insert(h, v1, dims, r - 1);
+    Value w = ir::Reduce(h, Mul(h, vb, a), Constant(h, 0, t.dtype), {r - 2}, "stablehlo.add");
+    w = Select(h, Compare(h, Idx(h, rdims, r - 2), at(rdims), "GT"),
+               Mul(h, w, Insert(h, tj, rdims, r - 2)), zeros(rdims));
+    a = Sub(h, a, Mul(h, vb, Insert(h, w, dims, r - 2)));
+    Value is_jj = And(h, is_col, Compare(h, rows, at(dims), "EQ"));
+    a = Select(h, is_jj, Lead(h, beta, dims),
+               Select(h, And(h, is_col, Compare(h, rows, at(dims), "GT")), vb, a));
+    const Dims kd = Cat(batch, {k});
+    tau = Select(h, Compare(h, Idx(h, kd, r - 2), at(kd), "EQ"), Lead(h, tj, kd), tau);
+    return std::vector<Value>{a, tau};
+  });
+  return {out[0], out[1]};
+}
+
+// org2r: the first `ncols` columns of H_1 ... H_k (v_i below the diagonal of column i of v).
+Value HouseholderProduct(Graph& g, Value v, Value tau, int64_t ncols) {
+  const Type t = g.type(v);
+  const Dims batch = Batch(t);
+  const int64_t m = Rows(t), k = g.type(tau).dims.back(), r = t.rank();
+  const Dims qdims = Cat(batch, {m, ncols});
+  Value q = Eye(g, t.dtype, qdims);
+  if (k == 0 || t.numel() == 0 || g.type(q).numel() == 0) return q;
+  return For(g, k - 1, -1, -1, {q, v, tau}, [&](Graph& h, Value i, std::vector<Value>& s) {
+    Value q = s[0], v = s[1], tau = s[2];
+    const Dims cdims = Cat(batch, {m}), kd = Cat(batch, {k});
+    auto at = [&](const Dims& d) { return BroadcastInDim(h, i, d, {}); };
+    Value col = Pick(h, v, Compare(h, Idx(h, t.dims, r - 1), at(t.dims), "EQ"), r - 1);
+    Value ri = Idx(h, cdims, r - 2);
+    Value vi = Select(h, Compare(h, ri, at(cdims), "GT"), col, Full(h, 0, t.dtype, cdims));
+    vi = Select(h, Compare(h, ri, at(cdims), "EQ"), Full(h, 1, t.dtype, cdims), vi);
+    Value ti = Pick(h, tau, Compare(h, Idx(h, kd, r - 2), at(kd), "EQ"), r - 2);
+    Value vb = Insert(h, vi, qdims, r - 1);
+    Value w = ir::Reduce(h, Mul(h, vb, q), Constant(h, 0, t.dtype), {r - 2}, "stablehlo.add");
+    const Dims wd = Cat(batch, {ncols});
+    w = Mul(h, w, Insert(h, ti, wd, r - 2));
+    q = Sub(h, q, Mul(h, vb, Insert(h, w, qdims, r - 2)));
+    return std::vector<Value>{q, v, tau};
+  })[0];
+}
+
+std::vector<Value> GeqrfRule(Ctx& c) {
+  auto [a, tau] = Geqrf(c.g, Cast(c, c.In("self"), c.out[0].dtype));
+  return {a, tau};
+}
+
+std::vector<Value> LinalgQr(Ctx& c) {
+  Graph& g = c.g;
+  auto [a, tau] = Geqrf(g, Cast(c, c.In("A"), c.out[1].dtype));
+  const Type& t = g.type(a);
+  const Dims batch = Batch(t);
+  std::vector<Value> res = AllZeros(c);
+  if (c.out[1].numel() > 0) {
+    int64_t rr = Rows(c.out[1]);
+    if (rr <= Rows(t)) {
+      res[1] = Tri(g, ir::Slice(g, a, Dims(t.rank(), 0), Cat(batch, {rr, Cols(t)})), false);
+    }
+  }
+  if (c.out[0].numel() > 0) res[0] = HouseholderProduct(g, a, tau, Cols(c.out[0]));
+  return res;
+}
+
+std::vector<Value> LinalgHouseholderProduct(Ctx& c) {
+  if (AnyEmpty(c.out)) return AllZeros(c);
+  Value v = Cast(c, c.In("input"), c.out[0].dtype);
+  Value tau = Cast(c, c.In("tau"), c.out[0].dtype);
+  return {HouseholderProduct(c.g, v, tau, Cols(c.out[0]))};
+}
+
+std::vector<Value> Ormqr(Ctx& c) {
+  // Q C, Q^T C, C Q or C Q^T with the full square Q of the reflectors in `self`.
+  if (AnyEmpty(c.out)) return AllZeros(c);
+  Graph& g = c.g;
+  DType dt = c.out[0].dtype;
+  Value v = Cast(c, c.In("self"), dt);
+  Value q = HouseholderProduct(g, v, Cast(c, c.In("input2"), dt), Rows(g.type(v)));
+  q = ToBatch(g, q, Batch(c.out[0]));
+  if (c.Bool("transpose", false)) q = Mt(g, q);
+  Value other = Cast(c, c.In("input3"), dt, c.out[0].dims);
+  return {c.Bool("left", true) ? MatMul(g, q, other) : MatMul(g, other, q)};
+}
+
+// ---- Symmetric eigendecomposition -----------------------------------------------------------
+
+// Ascending sort of w ([..., n]) along its last dim, with the s64 permutation.
+std::pair<Value, Value> SortLast(Graph& g, Value w, bool descending) {
+  const Type& t = g.type(w);
+  Value iota = Idx(g, t.dims, t.rank() - 1);
+  auto cmp = std::make_shared<Graph>();
+  Value a = cmp->Param(Type{t.dtype, {}}), b = cmp->Param(Type{t.dtype, {}});
+  cmp->Param(Type{DType::kS64, {}});
+  cmp->Param(Type{DType::kS64, {}});
+  cmp->results = {Compare(*cmp, a, b, descending ? "GT" : "LT")};
+  auto r = g.Op("stablehlo.sort", {w, iota}, {t, g.type(iota)},
+                "dimension = " + std::to_string(t.rank() - 1) + " : i64, is_stable = true", {cmp});
+  return {r[0], r[1]};
+}
+
+// (c, s) of the Jacobi rotation J = [[c, s], [-s, c]] that zeroes apq in J^T [[app, apq],
+// [apq, aqq]] J (Numerical Recipes' jacobi); c = 1, s = 0 when apq is already 0.
+std::pair<Value, Value> JacobiCs(Graph& h, Value app, Value aqq, Value apq) {
+  const Type t = h.type(app);
+  auto full = [&](double x) { return Full(h, x, t.dtype, t.dims); };
+  Value theta = Div(h, Sub(h, aqq, app), Mul(h, full(2), apq));
+  Value sgn = Select(h, Compare(h, theta, full(0), "GE"), full(1), full(-1));
+  Value root = ir::Unary(h, "stablehlo.sqrt", Add(h, Mul(h, theta, theta), full(1)));
+  Value tn = Div(h, sgn, Add(h, ir::Unary(h, "stablehlo.abs", theta), root));
+  tn = Select(h, Compare(h, apq, full(0), "EQ"), full(0), tn);
+  Value cs = Div(h, full(1), ir::Unary(h, "stablehlo.sqrt", Add(h, Mul(h, tn, tn), full(1))));
+  return {cs, Mul(h, tn, cs)};
+}
+
+// Row (dim = rank - 2) or column (dim = rank - 1) i of x, as [..., len].
+Value Line(Graph& h, Value x, Value i, int64_t dim) {
+  const Type& t = h.type(x);
+  return Pick(h, x, Compare(h, Idx(h, t.dims, dim), Lead(h, i, t.dims), "EQ"), dim);
+}
+
+// x with its lines p, q (rows: x <- J^T x, columns: x <- x J) rotated by (c, s).
+Value RotateLines(Graph& h, Value x, Value p, Value q, Value c, Value s, int64_t dim) {
+  const Type t = h.type(x);
+  Value xp = Line(h, x, p, dim), xq = Line(h, x, q, dim);
+  const Dims& ld = h.type(xp).dims;
+  Value cb = Lead(h, c, ld), sb = Lead(h, s, ld);
+  Value np = Sub(h, Mul(h, cb, xp), Mul(h, sb, xq)), nq = Add(h, Mul(h, sb, xp), Mul(h, cb, xq));
+  Value idx = Idx(h, t.dims, dim);
+  return Select(
+      h, Compare(h, idx, Lead(h, p, t.dims), "EQ"), Insert(h, np, t.dims, dim),
+      Select(h, Compare(h, idx, Lead(h, q, t.dims), "EQ"), Insert(h, nq, t.dims, dim), x));
+}
+
+// Runs step(h, a, v, p, q) -> {a, v} over the cyclic pairs p < q < n while more(h, a) holds, for
+// at most 30 sweeps.
+template <typename More, typename Step>
+std::pair<Value, Value> Sweeps(Graph& g, Value a, Value v, int64_t n, More more, Step step) {
+  Dims ps, qs;
+  for (int64_t p = 0; p < n; ++p) {
+    for (int64_t q = p + 1; q < n; ++q) {
+      ps.push_back(p);
+      qs.push_back(q);
+    }
+  }
+  const int64_t pairs = static_cast<int64_t>(ps.size());
+  if (pairs == 0 || g.type(a).numel() == 0) return {a, v};
+  const Dims batch = Batch(g.type(a));
+  std::vector<Value> init{Constant(g, 0, DType::kS64), a, v};
+  auto region = [&](std::vector<Value>& args) {
+    auto h = std::make_shared<Graph>();
+    for (Value i : init) args.push_back(h->Param(g.type(i)));
+    return h;
+  };
+  std::vector<Value> ca, ba;
+  auto cond = region(ca);
+  Value left = Compare(*cond, ca[0], Constant(*cond, 30.0 * pairs, DType::kS64), "LT");
+  cond->results = {And(*cond, more(*cond, ca[1]), left)};
+  auto body = region(ba);
+  Graph& h = *body;
+  Value k = ir::Binary(h, "stablehlo.remainder", ba[0], Constant(h, pairs, DType::kS64));
+  Value hit = Compare(h, Idx(h, {pairs}, 0), BroadcastInDim(h, k, {pairs}, {}), "EQ");
+  Value p = Lead(h, Pick(h, ir::ConstantI64(h, ps), hit, 0), batch);
+  Value q = Lead(h, Pick(h, ir::ConstantI64(h, qs), hit, 0), batch);
+  auto [a2, v2] = step(h, ba[1], ba[2], p, q);
+  body->results = {Add(h, ba[0], Constant(h, 1, DType::kS64)), a2, v2};
+  auto out = ir::While(g, init, cond, body);
+  return {out[1], out[2]};
+}
+
+double Eps(DType t) { return t == DType::kF64 ? 2.2e-16 : 1.2e-7; }
+Dims AllDims(int64_t rank) {
+  Dims d(rank);
+  std::iota(d.begin(), d.end(), 0);
+  return d;
+}
+
+// Eigenvalues (ascending) and eigenvectors of symmetric matrices by cyclic Jacobi sweeps, until the
+// off-diagonal mass is below eps of the total.
+std::pair<Value, Value> Eigh(Graph& g, Value x, bool lower) {
+  const Type t = g.type(x);
+  const int64_t r = t.rank();
+  Value sym = lower ? Add(g, Tri(g, x, true), Mt(g, Tri(g, x, true, -1)))
+                    : Add(g, Tri(g, x, false), Mt(g, Tri(g, x, false, 1)));
+  auto more = [&](Graph& h, Value a) {
+    Value sq = Mul(h, a, a);
+    Value total = ir::Reduce(h, sq, Constant(h, 0, t.dtype), AllDims(r), "stablehlo.add");
+    Value off = ir::Reduce(h, Select(h, EyeMask(h, t.dims), Zeros(h, t), sq),
+                           Constant(h, 0, t.dtype), AllDims(r), "stablehlo.add");
+    double e = Eps(t.dtype);
+    return Compare(h, off, Mul(h, total, Constant(h, e * e, t.dtype)), "GT");
+  };
+  auto step = [&](Graph& h, Value a, Value v, Value p, Value q) {
+    Value row_p = Line(h, a, p, r - 2), row_q = Line(h, a, q, r - 2);
+    const Dims& ld = h.type(row_p).dims;
+    Value ri = Idx(h, ld, r - 2);
+    Value app = Pick(h, row_p, Compare(h, ri, Lead(h, p, ld), "EQ"), r - 2);
+    Value aqq = Pick(h, row_q, Compare(h, ri, Lead(h, q, ld), "EQ"), r - 2);
+    Value apq = Pick(h, row_p, Compare(h, ri, Lead(h, q, ld), "EQ"), r - 2);
+    auto [cs, sn] = JacobiCs(h, app, aqq, apq);
+    a = RotateLines(h, RotateLines(h, a, p, q, cs, sn, r - 2), p, q, cs, sn, r - 1);
+    // The rotated (p, q) entries are zero by construction.
+    Value rows = Idx(h, t.dims, r - 2), cols = Idx(h, t.dims, r - 1);
+    Value pp = Lead(h, p, t.dims), qq = Lead(h, q, t.dims);
+    Value off = ir::Binary(h, "stablehlo.or",
+                           And(h, Compare(h, rows, pp, "EQ"), Compare(h, cols, qq, "EQ")),
+                           And(h, Compare(h, rows, qq, "EQ"), Compare(h, cols, pp, "EQ")));
+    a = Select(h, off, Zeros(h, t), a);
+    return std::pair{a, RotateLines(h, v, p, q, cs, sn, r - 1)};
+  };
+  auto [d, v] = Sweeps(g, sym, Eye(g, t.dtype, t.dims), Rows(t), more, step);
+  auto [w, idx] = SortLast(g, Diag(g, d), false);
+  return {w, MatMul(g, v, PermMatrix(g, idx, t.dtype))};
+}
+
+// Thin SVD of tall matrices (m >= n) by one-sided (Hestenes) Jacobi: columns of a are rotated
+// until pairwise orthogonal; returns U (m x n), S (descending), V (n x n).
+std::tuple<Value, Value, Value> SvdTall(Graph& g, Value x) {
+  const Type t = g.type(x);
+  const int64_t r = t.rank(), n = Cols(t);
+  const Dims batch = Batch(t);
+  Dims bi(batch.size());
+  std::iota(bi.begin(), bi.end(), 0);
+  const Type gram{t.dtype, Cat(batch, {n, n})};
+  auto more = [&](Graph& h, Value a) {
+    // Any pair with |a_p . a_q| > eps ||a_p|| ||a_q|| is not yet orthogonal.
+    Value gm = ir::DotGeneralHighest(h, a, a, bi, bi, {r - 2}, {r - 2}, gram);
+    Value d = Diag(h, gm);
+    Value den = Mul(h, Insert(h, d, gram.dims, r - 1), Insert(h, d, gram.dims, r - 2));
+    double e = Eps(t.dtype);
+    Value bad = Compare(h, Mul(h, gm, gm), Mul(h, den, Full(h, e * e, t.dtype, gram.dims)), "GT");
+    bad = And(h, bad, ir::Unary(h, "stablehlo.not", EyeMask(h, gram.dims)));
+    return ir::Reduce(h, bad, Constant(h, 0, DType::kPred), AllDims(r), "stablehlo.or");
+  };
+  auto step = [&](Graph& h, Value a, Value v, Value p, Value q) {
+    Value ap = Line(h, a, p, r - 1), aq = Line(h, a, q, r - 1);
+    auto dot = [&](Value u, Value w) {
+      return ir::Reduce(h, Mul(h, u, w), Constant(h, 0, t.dtype), {r - 2}, "stablehlo.add");
+    };
+    auto [cs, sn] = JacobiCs(h, dot(ap, ap), dot(aq, aq), dot(ap, aq));
+    return std::pair{RotateLines(h, a, p, q, cs, sn, r - 1),
+                     RotateLines(h, v, p, q, cs, sn, r - 1)};
+  };
+  auto [a, v] = Sweeps(g, x, Eye(g, t.dtype, gram.dims), n, more, step);
+  Value norms =
+      ir::Unary(g, "stablehlo.sqrt",
+                ir::Reduce(g, Mul(g, a, a), Constant(g, 0, t.dtype), {r - 2}, "stablehlo.add"));
+  auto [s, idx] = SortLast(g, norms, true);
+  Value perm = PermMatrix(g, idx, t.dtype);
+  a = MatMul(g, a, perm);
+  Value sb = Insert(g, s, t.dims, r - 2);
+  // A zero singular value leaves a zero column of U rather than NaN.
+  Value u = Select(g, Compare(g, sb, Zeros(g, g.type(sb)), "EQ"), Zeros(g, t), Div(g, a, sb));
+  return {u, s, MatMul(g, v, perm)};
+}
+
+// u (m x k, orthonormal columns) extended to an m x m orthogonal matrix with QR's complement.
+Value Complete(Graph& g, Value u) {
+  const Type t = g.type(u);
+  const int64_t m = Rows(t), k = Cols(t);
+  if (m == k) return u;
+  auto [a, tau] = Geqrf(g, u);
+  Value q = HouseholderProduct(g, a, tau, m);
+  Dims lo(t.rank(), 0), hi = g.type(q).dims;
+  lo.back() = k;
+  return ir::Concat(g, {u, ir::Slice(g, q, lo, hi)}, t.rank() - 1);
+}
+
+std::vector<Value> LinalgSvd(Ctx& c) {
+  Graph& g = c.g;
+  if (c.out[1].numel() == 0) {
+    // No singular values: full_matrices still asks for square identity factors.
+    std::vector<Value> res = AllZeros(c);
+    for (int i : {0, 2}) {
+      if (c.out[i].numel() > 0) res[i] = Eye(g, c.out[i].dtype, c.out[i].dims);
+    }
+    return res;
+  }
+  Value a = Cast(c, c.In("A"), c.out[1].dtype);
+  const Type& t = g.type(a);
+  const bool wide = Rows(t) < Cols(t), full = c.Bool("full_matrices", true);
+  auto [u, s, v] = SvdTall(g, wide ? Mt(g, a) : a);
+  if (full) u = Complete(g, u);
+  std::vector<Value> res = AllZeros(c);
+  res[1] = s;
+  if (c.out[0].numel() > 0) res[0] = wide ? v : u;
+  if (c.out[2].numel() > 0) res[2] = Mt(g, wide ? u : v);
+  return res;
+}
+
+std::vector<Value> LinalgEigh(Ctx& c) {
+  if (c.out[0].numel() == 0) return AllZeros(c);
+  Value a = Cast(c, c.In("A"), c.out[0].dtype);
+  auto [w, v] = Eigh(c.g, a, c.Str("UPLO", "L") != "U");
+  return {w, c.out[1].numel() == 0 ? Zeros(c.g, c.out[1]) : v};
+}
+
+}  // namespace
+
+void AddDecompRules(RuleMap& m) {
+  m["aten::_cholesky_solve_helper"] = CholeskySolveHelper;
+  m["aten::_linalg_det"] = Det;
+  m["aten::_linalg_eigh"] = LinalgEigh;
+  m["aten::_linalg_slogdet"] = Slogdet;
+  m["aten::_linalg_solve_ex"] = SolveEx;
+  m["aten::_linalg_svd"] = LinalgSvd;
+  m["aten::cholesky"] = CholeskyLegacy;
+  m["aten::cholesky_inverse"] = CholeskyInverse;
+  m["aten::geqrf"] = GeqrfRule;
+  m["aten::linalg_cholesky_ex"] = CholeskyEx;
+  m["aten::linalg_householder_product"] = LinalgHouseholderProduct;
+  m["aten::linalg_inv_ex"] = InvEx;
+  m["aten::linalg_lu"] = LinalgLu;
+  m["aten::linalg_lu_factor_ex"] = LuFactorEx;
+  m["aten::linalg_lu_solve"] = LinalgLuSolve;
+  m["aten::linalg_qr"] = LinalgQr;
+  m["aten::linalg_solve_triangular"] = SolveTriangular;
+  m["aten::lu_unpack"] = LuUnpack;
+  m["aten::ormqr"] = Ormqr;
+  m["aten::triangular_solve"] = TriangularSolve;
+}
+
+}  // namespace tpu::lowering
