@@ -266,6 +266,16 @@ bool NeedsGenerator(const c10::FunctionSchema& s, const std::vector<c10::IValue>
   return false;
 }
 
+// How many random values an op may draw: enough for its output and for its largest input (ops
+// like multinomial draw one value per input element), so calls never share offsets.
+int64_t RandomCount(const std::vector<c10::IValue>& args, const std::vector<ir::Type>& out) {
+  int64_t n = out.empty() ? 1 : out[0].numel();
+  for (const auto& v : args) {
+    if (v.isTensor() && v.toTensor().defined()) n = std::max<int64_t>(n, v.toTensor().numel());
+  }
+  return n;
+}
+
 Value GeneratorState(GraphBuilder& b, const std::vector<c10::IValue>& args,
                      const c10::FunctionSchema& s, int64_t numel) {
   at::Generator gen;
@@ -425,8 +435,7 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
     if (NeedsGenerator(schema, args)) {
       Arg gen;
       gen.kind = Arg::Kind::kValue;
-      gen.value =
-          GeneratorState(b, args, schema, ctx.out.empty() ? 1 : ir::Type(ctx.out[0]).numel());
+      gen.value = GeneratorState(b, args, schema, RandomCount(args, ctx.out));
       auto it = std::find_if(ctx.args.begin(), ctx.args.end(),
                              [](const auto& a) { return a.first == "generator"; });
       if (it != ctx.args.end()) {
@@ -467,7 +476,7 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
       b.Write(targets[i], results[i]);
     }
     if (!tensor_returns) {
-      for (size_t i = 0; i < results.size(); ++i)
+      for (size_t i = 0; i < returns.size(); ++i)
         b.g.results.push_back(ir::Convert(b.g, results[i], ctx.out[i].dtype));
     }
     std::vector<rt::BufferPtr> host = b.Run();

@@ -9,6 +9,7 @@ namespace {
 
 struct KeyWriter {
   std::string out;
+  bool float_values = false;  // float Scalars set the output size (arange): key them by value
   void Bytes(const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
   void Int(int64_t v) { Bytes(&v, sizeof(v)); }
   void Tag(char c) { out.push_back(c); }
@@ -35,7 +36,11 @@ struct KeyWriter {
       Tag('O');
       for (std::optional<at::Tensor> t : v.toOptionalTensorList()) t ? Tensor(*t) : Tag('u');
     } else if (v.isDouble()) {
-      Tag('d');  // value-independent
+      Tag('d');
+      if (float_values) {
+        double d = v.toDouble();
+        Bytes(&d, sizeof(d));
+      }
     } else if (v.isInt()) {
       Tag('i');
       Int(v.toInt());
@@ -87,6 +92,8 @@ Cache& TheCache() {
 std::optional<std::string> MetaKey(const c10::OperatorHandle& op,
                                    const std::vector<c10::IValue>& args) {
   KeyWriter w;
+  const std::string& name = op.schema().name();
+  w.float_values = name == "aten::arange" || name == "aten::range";
   const void* id = &op.schema();
   w.Bytes(&id, sizeof(id));
   for (const auto& v : args) {

@@ -16,7 +16,7 @@ struct TensorMeta {
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
   at::ScalarType dtype;
-  bool defined = true;  // backward ops return undefined tensors for outputs not asked for
+  bool defined = true;            // backward ops return undefined tensors for outputs not asked for
   std::optional<int64_t> scalar;  // an int/SymInt return (attention's max_q), not a tensor
 };
 

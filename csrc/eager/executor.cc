@@ -9,7 +9,9 @@
 namespace tpu::eager {
 
 namespace {
-std::unique_ptr<rt::Client> g_client;
+// Runtime objects live until the process ends: destroying them from static destructors races
+// with the plugin's own teardown.
+rt::Client* g_client = nullptr;
 std::atomic<int> g_mode{static_cast<int>(Mode::kStrict)};
 
 struct ExecutableCache {
@@ -17,8 +19,8 @@ struct ExecutableCache {
   std::unordered_map<ir::Hash128, rt::ExecutablePtr, ir::Hash128Hasher> map;
 };
 ExecutableCache& Cache() {
-  static ExecutableCache c;
-  return c;
+  static auto* c = new ExecutableCache();
+  return *c;
 }
 
 // Last output of each device, so Synchronize can wait for everything before it: PJRT runs
@@ -28,8 +30,8 @@ struct LastOutputs {
   std::unordered_map<int, std::weak_ptr<rt::Buffer>> last;
 };
 LastOutputs& Last() {
-  static LastOutputs l;
-  return l;
+  static auto* l = new LastOutputs();
+  return *l;
 }
 
 struct ScalarKey {
@@ -81,7 +83,7 @@ rt::Client& Client() {
   std::lock_guard<std::mutex> lock(g_init_mu);
   if (!g_client) {
     if (!g_options) throw rt::Error(9, "torchtpu runtime is not configured (import torchtpu)");
-    g_client = std::make_unique<rt::Client>(*g_options);
+    g_client = new rt::Client(*g_options);
     g_ready.store(true, std::memory_order_release);
   }
   return *g_client;
@@ -128,7 +130,7 @@ std::vector<rt::BufferPtr> Run(const ir::Graph& g, const std::vector<rt::BufferP
 
 rt::BufferPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
   static std::mutex mu;
-  static std::unordered_map<ScalarKey, rt::BufferPtr, ScalarKeyHash> cache;
+  static auto& cache = *new std::unordered_map<ScalarKey, rt::BufferPtr, ScalarKeyHash>();
   ScalarKey key{0, static_cast<int>(t), device};
   std::memcpy(&key.bits, bits, rt::ItemSize(t));
   std::lock_guard<std::mutex> lock(mu);

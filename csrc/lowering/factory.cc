@@ -61,8 +61,8 @@ Value Uniform01(Ctx& c, const Dims& dims, DType t, uint64_t stream, bool open) {
                        ir::IntConstant(c.g, width - d, bt, {n}));
   Value f = Cast(c, k, ct);
   if (open) f = ir::Binary(c.g, "stablehlo.add", f, Splat(c, 0.5, f));
-  return ir::Reshape(c.g, ir::Binary(c.g, "stablehlo.multiply", f, Splat(c, std::ldexp(1.0, -d), f)),
-                     dims);
+  return ir::Reshape(
+      c.g, ir::Binary(c.g, "stablehlo.multiply", f, Splat(c, std::ldexp(1.0, -d), f)), dims);
 }
 
 namespace {
@@ -316,6 +316,54 @@ V Randperm(Ctx& c) {
   return {ir::Reshape(c.g, Cast(c, sorted[1], out.dtype), out.dims)};
 }
 
+// multinomial: without replacement by the Gumbel-top-k trick (argsort of log p + Gumbel noise);
+// with replacement by inverting each row's CDF at uniform samples.
+V Multinomial(Ctx& c) {
+  const Type& out = c.out[0];
+  Value p = Cast(c, c.In("self"), DType::kF32);
+  Dims pd = c.T(p).dims;
+  int64_t n = pd.back(), k = c.Int("num_samples");
+  int64_t rows = c.T(p).numel() / std::max<int64_t>(n, 1);
+  p = ir::Reshape(c.g, p, {rows, n});
+  Type it{DType::kS64, {rows, n}};
+  Value result;
+  if (!c.Bool("replacement", false)) {
+    Value u = Uniform01(c, {rows, n}, DType::kF32, 0, true);
+    Value gumbel = ir::Unary(
+        c.g, "stablehlo.negate",
+        ir::Unary(c.g, "stablehlo.log",
+                  ir::Unary(c.g, "stablehlo.negate", ir::Unary(c.g, "stablehlo.log", u))));
+    Value keys = Add(c, ir::Unary(c.g, "stablehlo.log", p), gumbel);
+    auto greater = std::make_shared<ir::Graph>();
+    Value a = greater->Param(Type{DType::kF32, {}}), b = greater->Param(Type{DType::kF32, {}});
+    greater->Param(Type{DType::kS64, {}});
+    greater->Param(Type{DType::kS64, {}});
+    greater->results = {ir::Compare(*greater, a, b, "GT")};
+    V sorted = c.g.Op("stablehlo.sort", {keys, ir::Iota(c.g, it, 1)}, {c.T(keys), it},
+                      "dimension = 1 : i64, is_stable = true", {greater});
+    result = ir::Slice(c.g, sorted[1], {0, 0}, {rows, k});
+  } else {
+    // cdf[j] = sum of p[0..j] / total, by a lower-triangular ones matmul (n is a class count).
+    Type mt{DType::kF32, {n, n}};
+    Value tri = Cast(c,
+                     ir::Compare(c.g, ir::Iota(c.g, Type{DType::kS64, {n, n}}, 0),
+                                 ir::Iota(c.g, Type{DType::kS64, {n, n}}, 1), "LE"),
+                     DType::kF32);
+    Value cdf = ir::DotGeneralHighest(c.g, p, tri, {}, {}, {1}, {0}, Type{DType::kF32, {rows, n}});
+    Value total = ir::Slice(c.g, cdf, {0, n - 1}, {rows, n});
+    cdf = Div(c, cdf, ir::BroadcastInDim(c.g, ir::Reshape(c.g, total, {rows}), {rows, n}, {0}));
+    Value u = Uniform01(c, {rows, k}, DType::kF32);
+    Dims cube{rows, k, n};
+    Value below = ir::Compare(c.g, ir::BroadcastInDim(c.g, cdf, cube, {0, 2}),
+                              ir::BroadcastInDim(c.g, u, cube, {0, 1}), "LE");
+    result = ir::Reduce(c.g, Cast(c, below, DType::kS64), ir::Constant(c.g, 0, DType::kS64), {2},
+                        "stablehlo.add");
+    result = ir::Clamp(c.g, ir::Constant(c.g, 0, DType::kS64), result,
+                       ir::Constant(c.g, static_cast<double>(n - 1), DType::kS64));
+  }
+  return {ir::Reshape(c.g, Cast(c, result, out.dtype), out.dims)};
+}
+
 }  // namespace
 
 void AddFactoryRules(RuleMap& m) {
@@ -329,6 +377,7 @@ void AddFactoryRules(RuleMap& m) {
   m["aten::linspace"] = Linspace;
   m["aten::log_normal"] = LogNormal;
   m["aten::logspace"] = Logspace;
+  m["aten::multinomial"] = Multinomial;
   m["aten::native_dropout"] = NativeDropout;
   m["aten::native_dropout_backward"] = NativeDropoutBackward;
   m["aten::normal"] = Normal;
