@@ -1,0 +1,67 @@
+"""Training throughput of the finetune_llama.py model: tpu (strict mode) beside PyTorch CPU eager,
+same model, same batch, in one run.
+
+python benchmarks/llama_train.py [--steps N] [--warmup N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+from transformers import LlamaForCausalLM
+
+import torchtpu
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from instruct_data import batches  # noqa: E402
+from llama_config import small_llama_config  # noqa: E402
+
+BATCH, SEQ = 16, 40
+
+
+def step_times(device: torch.device, steps: int, warmup: int) -> list[float]:
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(small_llama_config()).to(device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    batch = {k: v.to(device) for k, v in batches(1, BATCH, SEQ, seed=0)[0].items()}
+    sync = torch.tpu.synchronize if device.type == "tpu" else (lambda: None)
+    times = []
+    for i in range(warmup + steps):
+        start = time.perf_counter()
+        loss = model(**batch).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sync()
+        if i >= warmup:
+            times.append(time.perf_counter() - start)
+    return times
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    args = p.parse_args()
+    torchtpu.set_mode("strict")
+    rows = []
+    for name, device in [("tpu (strict)", torchtpu.get_device()), ("PyTorch CPU eager", torch.device("cpu"))]:
+        before = torchtpu.metrics()
+        t = statistics.median(step_times(device, args.steps, args.warmup))
+        compiles = torchtpu.metrics()["compiles"] - before["compiles"]
+        rows.append((name, t * 1e3, BATCH * SEQ / t, compiles))
+    print(f"Llama ({small_llama_config().num_hidden_layers} layers, hidden "
+          f"{small_llama_config().hidden_size}), batch {BATCH}x{SEQ} tokens, "
+          f"median of {args.steps} steps after {args.warmup} warm-up; platform {torchtpu.platform()}")
+    print(f"{'':20s} {'step ms':>9s} {'tokens/s':>10s} {'compiles':>9s}")
+    for name, ms, tps, compiles in rows:
+        print(f"{name:20s} {ms:9.1f} {tps:10.0f} {compiles:9d}")
+
+
+if __name__ == "__main__":
+    main()
