@@ -47,13 +47,14 @@ test: build
 	$(BIN)/python -m pytest -q tests
 
 demo: build
-	$(BIN)/python examples/train_mlp.py
+	$(BIN)/python examples/finetune_llama.py
 
 coverage: build
 	$(BIN)/python -m torchtpu.coverage --json --markdown docs/COVERAGE.md --expected tests/opinfo_expected.json
 
 bench: build
 	$(BIN)/python benchmarks/op_overhead.py
+	$(BIN)/python benchmarks/llama_train.py
 
 lint: $(VENV)/.deps
 	$(BIN)/ruff check torchtpu tests benchmarks examples

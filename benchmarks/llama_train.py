@@ -18,8 +18,8 @@ from transformers import LlamaForCausalLM
 import torchtpu
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-from instruct_data import batches  # noqa: E402
-from llama_config import small_llama_config  # noqa: E402
+from instruct_data import batches
+from llama_config import small_llama_config
 
 BATCH, SEQ = 16, 40
 

@@ -13,12 +13,12 @@ import os
 import time
 
 import torch
+from instruct_data import batches
+from llama_config import small_llama_config
 from tqdm import tqdm
 from transformers import LlamaForCausalLM
 
 import torchtpu as tpu
-from instruct_data import batches
-from llama_config import small_llama_config
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "demo_out")
 

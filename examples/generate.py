@@ -12,11 +12,11 @@ import copy
 import os
 
 import torch
+from instruct_data import EOS, decode, encode
+from llama_config import small_llama_config
 from transformers import LlamaForCausalLM
 
 import torchtpu as tpu
-from instruct_data import EOS, decode, encode
-from llama_config import small_llama_config
 
 CKPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "demo_out", "llama_finetuned.pt")
 

@@ -1,9 +1,8 @@
 """Llama 3.2's architecture (GQA, RoPE with Llama 3 scaling, RMSNorm, SwiGLU, tied embeddings),
 scaled down so a fine-tune runs in minutes on two CPU cores."""
 
-from transformers import LlamaConfig
-
 from instruct_data import CHARS, EOS, PAD
+from transformers import LlamaConfig
 
 
 def small_llama_config() -> LlamaConfig:

@@ -3,7 +3,7 @@
 import copy
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 import torchtpu  # noqa: F401
 
