@@ -255,6 +255,17 @@ bool IsUnannotatedMutation(const c10::FunctionSchema& s, size_t j) {
   return s.name() == "aten::native_batch_norm" && (arg == "running_mean" || arg == "running_var");
 }
 
+// The argument a return writes into (its alias annotation), or -1.
+int AliasedArg(const c10::FunctionSchema& s, size_t ret) {
+  const c10::AliasInfo* alias = s.returns()[ret].alias_info();
+  if (alias == nullptr || !alias->isWrite()) return -1;
+  for (size_t j = 0; j < s.arguments().size(); ++j) {
+    const c10::AliasInfo* ai = s.arguments()[j].alias_info();
+    if (ai != nullptr && ai->beforeSets() == alias->beforeSets()) return static_cast<int>(j);
+  }
+  return -1;
+}
+
 bool NeedsGenerator(const c10::FunctionSchema& s, const std::vector<c10::IValue>& args) {
   if (s.name() == "aten::native_dropout") return true;
   if (s.name() == "aten::_scaled_dot_product_fused_attention_overrideable") {
@@ -350,18 +361,26 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
     if (hit) {
       metas = std::move(*hit);
     } else {
-      torch::jit::Stack meta_stack;
-      for (const auto& v : args) meta_stack.push_back(ToMeta(v));
+      std::vector<c10::IValue> meta_args;
+      for (const auto& v : args) meta_args.push_back(ToMeta(v));
+      torch::jit::Stack meta_stack = meta_args;
       if (!MetaOverride(schema.name(), meta_stack)) {
         op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
       }
-      for (const auto& r : meta_stack) {
+      for (size_t i = 0; i < meta_stack.size(); ++i) {
+        const c10::IValue& r = meta_stack[i];
         if (r.isInt() || r.isSymInt()) {
           int64_t v = r.isInt() ? r.toInt() : r.toSymInt().guard_int(__FILE__, __LINE__);
           metas.push_back({{}, {}, at::kLong, false, v});
           continue;
         }
-        const at::Tensor& t = r.isTensor() ? r.toTensor() : at::Tensor();
+        // A return that aliases an out= argument is read from that argument: some composite
+        // out= kernels (linalg_inv_ex.inverse) return references to their own temporaries, so
+        // the returned IValue cannot be trusted, nor destroyed.
+        int j = AliasedArg(schema, i);
+        at::Tensor t =
+            j >= 0 ? meta_args[j].toTensor() : (r.isTensor() ? r.toTensor() : at::Tensor());
+        if (j >= 0) new (&meta_stack[i]) c10::IValue();
         if (!t.defined()) {
           metas.push_back({{0}, {1}, at::kFloat, false});
           continue;
@@ -414,10 +433,8 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
       }
       const c10::AliasInfo* alias = returns[i].alias_info();
       if (alias != nullptr && alias->isWrite()) {
-        for (size_t j = 0; j < num_args; ++j) {
-          const c10::AliasInfo* ai = schema.arguments()[j].alias_info();
-          if (ai != nullptr && ai->beforeSets() == alias->beforeSets()) target = args[j].toTensor();
-        }
+        int j = AliasedArg(schema, i);
+        if (j >= 0) target = args[j].toTensor();
         TORCH_CHECK(target.defined(), "tpu: cannot find the argument ", full, " writes into");
         if (target.sizes() != c10::IntArrayRef(meta.sizes)) target.resize_(meta.sizes);
         if (target.strides() != c10::IntArrayRef(meta.strides))
