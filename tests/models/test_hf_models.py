@@ -205,5 +205,9 @@ def test_model_matches_cpu(name):
 
     cpu = train_losses(copy.deepcopy(model), batches, loss_fn, "cpu")
     tpu = train_losses(copy.deepcopy(model), batches, loss_fn, "tpu")
-    torch.testing.assert_close(torch.tensor(tpu), torch.tensor(cpu), atol=1e-4, rtol=1e-4)
+    # AdamW's first steps move every weight by about +-lr whatever the gradient's size, so a
+    # gradient element that is ~0 on CPU can step the other way here: losses after the first
+    # step agree to ~1e-3, not to the 1e-6 of a single forward.
+    torch.testing.assert_close(torch.tensor(tpu[:1]), torch.tensor(cpu[:1]), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(torch.tensor(tpu), torch.tensor(cpu), atol=2e-3, rtol=2e-3)
     assert torchtpu.metrics()["cpu_fallbacks"] == before, "an op fell back to the CPU"
