@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +24,19 @@ from . import _platform
 __version__ = "0.1.0"
 
 
+def _cache_dir() -> str:
+    """TORCHTPU_CACHE_DIR, 'off' to disable; default: the per-user cache directory."""
+    d = os.environ.get("TORCHTPU_CACHE_DIR")
+    if d is not None:
+        return "" if d.strip().lower() in ("", "off", "0", "none") else os.path.abspath(d)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "torchtpu", "xla")
+
+
+def _cache_max_bytes() -> int:
+    return int(os.environ.get("TORCHTPU_CACHE_MAX_BYTES", str(4 << 30)))
+
+
 def _register() -> None:
     backend = torch._C._get_privateuse1_backend_name()
     if backend != "tpu":
@@ -33,6 +47,9 @@ def _register() -> None:
     platform, plugin = _platform.resolve()
     count = int(os.environ.get("TORCHTPU_CPU_DEVICES", "1"))
     _C._init(plugin, platform, count)
+    warning = _C._configure_cache(_cache_dir(), __version__, _cache_max_bytes())
+    if warning:
+        warnings.warn(warning, stacklevel=3)
     mode = os.environ.get("TORCHTPU_MODE")
     if os.environ.get("TPU_LAUNCH_BLOCKING") == "1":
         mode = "debug"
@@ -61,6 +78,24 @@ def get_device(index: int | None = None) -> torch.device:
 def metrics() -> dict[str, Any]:
     """Counters: compiles, executions, cache_hits, cpu_fallbacks, compile_seconds."""
     return _C.metrics()
+
+
+def cache_stats() -> dict[str, Any]:
+    """The persistent compile cache: hits, misses, corrupt entries replaced, bytes read and
+    written by this process, bytes on disk, and this process's compile count and seconds."""
+    stats = dict(_C._disk_cache_stats())
+    d = _cache_dir()
+    size = 0
+    if d and os.path.isdir(d):
+        for name in os.listdir(d):
+            if name.endswith(".xla"):
+                try:
+                    size += os.path.getsize(os.path.join(d, name))
+                except OSError:
+                    pass
+    m = _C.metrics()
+    stats.update(bytes=size, compiles=m["compiles"], compile_seconds=m["compile_seconds"], dir=d)
+    return stats
 
 
 def reset_metrics() -> None:

@@ -22,6 +22,13 @@ int64_t StorageElems(const at::Tensor& t) {
 
 }  // namespace
 
+const GraphBuilder::Written* GraphBuilder::FindWritten(Slot* slot) const {
+  for (const Written& w : written_) {
+    if (w.slot == slot) return &w;
+  }
+  return nullptr;
+}
+
 Value GraphBuilder::Input(const rt::BufferPtr& buf) {
   auto it = params_.find(buf.get());
   if (it != params_.end()) return it->second;
@@ -33,8 +40,7 @@ Value GraphBuilder::Input(const rt::BufferPtr& buf) {
 
 Value GraphBuilder::Base(const at::Tensor& t, rt::DType as) {
   Slot* slot = SlotOf(t);
-  auto w = written_.find(slot);
-  if (w != written_.end()) return lowering::AsFlat(g, w->second.second, as);
+  if (const Written* w = FindWritten(slot)) return lowering::AsFlat(g, w->value, as);
   rt::BufferPtr buf = Current(t.storage());
   if (!buf) return ir::Constant(g, 0, as, {StorageElems(t)});  // never written: zeros
   return lowering::AsFlat(g, Input(buf), as);
@@ -44,7 +50,7 @@ Value GraphBuilder::Read(const at::Tensor& t) {
   TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "expected a tpu tensor");
   lowering::Strided s = LayoutOf(t);
   Slot* slot = SlotOf(t);
-  if (written_.find(slot) == written_.end()) {
+  if (FindWritten(slot) == nullptr) {
     rt::BufferPtr buf = Current(t.storage());
     // Fast path: the tensor is its buffer, maybe reshaped.
     if (buf && buf->dtype() == s.dtype && lowering::IsWholeContiguous(s, buf->numel())) {
@@ -92,15 +98,21 @@ void GraphBuilder::Write(const at::Tensor& t, Value v) {
                  ? ir::Reshape(g, flat, old->dims())
                  : flat;
   }
-  written_[slot] = {t.storage(), result};
+  for (Written& w : written_) {
+    if (w.slot == slot) {
+      w.value = result;
+      return;
+    }
+  }
+  written_.push_back({slot, t.storage(), result});
 }
 
 std::vector<rt::BufferPtr> GraphBuilder::Run() {
   std::vector<std::pair<c10::Storage, size_t>> writes;
   size_t first_write = g.results.size();
-  for (auto& [slot, sv] : written_) {
-    writes.emplace_back(sv.first, g.results.size());
-    g.results.push_back(sv.second);
+  for (const Written& w : written_) {
+    writes.emplace_back(w.storage, g.results.size());
+    g.results.push_back(w.value);
   }
   std::vector<rt::BufferPtr> outs;
   if (!g.results.empty()) outs = eager::Run(g, inputs_, device_);

@@ -44,8 +44,16 @@ class GraphBuilder {
   int device_;
   std::vector<rt::BufferPtr> inputs_;
   std::unordered_map<const rt::Buffer*, Value> params_;
-  // Storages written in this graph: the value that will become their buffer.
-  std::unordered_map<Slot*, std::pair<c10::Storage, Value>> written_;
+  // Storages written in this graph and the value that will become their buffer, in the order
+  // of the writes: the program's results must not depend on slot addresses, or the same op
+  // would hash (and compile) differently from run to run.
+  struct Written {
+    Slot* slot;
+    c10::Storage storage;
+    Value value;
+  };
+  std::vector<Written> written_;
+  const Written* FindWritten(Slot* slot) const;
 };
 
 // The strided layout of a tensor (for view programs).

@@ -1,9 +1,11 @@
 #include "eager/executor.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 namespace tpu::eager {
@@ -48,6 +50,92 @@ struct ScalarKeyHash {
   }
 };
 }  // namespace
+
+namespace {
+std::mutex g_disk_mu;
+rt::DiskCache* g_disk = nullptr;  // lives until exit, like the client
+std::string g_version;
+
+// The disk key: the program, how it is compiled, and exactly which plugin and torchtpu compile
+// it (a serialized executable only loads into the library version that produced it).
+std::string DiskKey(const ir::Hash128& h) {
+  static const uint64_t plugin = [] {
+    rt::Client& cl = Client();
+    std::string id = cl.plugin_path() + "|" + cl.platform_name() + "|" +
+                     std::to_string(cl.api_major()) + "." + std::to_string(cl.api_minor()) + "|" +
+                     std::to_string(rt::FileHash(cl.plugin_path()));
+    return rt::BytesHash(id.data(), id.size());
+  }();
+  std::string opts = rt::Client::CompileOptions() + "|" + g_version;
+  uint64_t a = rt::BytesHash(opts.data(), opts.size(), plugin ^ h.lo);
+  uint64_t b = rt::BytesHash(opts.data(), opts.size(), plugin ^ h.hi ^ 0x5bd1e995);
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(a),
+                static_cast<unsigned long long>(b));
+  return buf;
+}
+
+std::vector<rt::ShapedType> OutputTypes(const ir::Graph& g) {
+  std::vector<rt::ShapedType> outs;
+  for (ir::Value r : g.results) outs.push_back({g.type(r).dtype, g.type(r).dims});
+  return outs;
+}
+
+rt::ExecutablePtr CompileTimed(const ir::Graph& g) {
+  Metrics& m = GetMetrics();
+  auto start = std::chrono::steady_clock::now();
+  rt::ExecutablePtr exe = Client().Compile(ir::PrintModule(g), OutputTypes(g));
+  m.compile_ns +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
+  m.compiles++;
+  return exe;
+}
+
+// A miss in memory: load from disk, or compile (once across processes) and store.
+rt::ExecutablePtr LoadOrCompile(const ir::Graph& g, const ir::Hash128& h) {
+  rt::DiskCache* disk;
+  {
+    std::lock_guard<std::mutex> lock(g_disk_mu);
+    disk = g_disk;
+  }
+  if (disk == nullptr) return CompileTimed(g);
+  std::string key = DiskKey(h);
+  auto lock = disk->LockKey(key);
+  if (std::optional<std::string> bytes = disk->Load(key)) {
+    try {
+      rt::ExecutablePtr exe = Client().Deserialize(*bytes, OutputTypes(g));
+      GetMetrics().disk_hits++;
+      return exe;
+    } catch (const rt::Error&) {
+      disk->Remove(key);  // from another plugin build after all: recompile and replace
+    }
+  }
+  rt::ExecutablePtr exe = CompileTimed(g);
+  try {
+    disk->Store(key, Client().Serialize(*exe));
+  } catch (const rt::Error&) {
+    // A plugin that cannot serialize only loses the persistent cache.
+  }
+  return exe;
+}
+}  // namespace
+
+std::string ConfigureDiskCache(const std::string& dir, const std::string& version,
+                               int64_t max_bytes) {
+  std::lock_guard<std::mutex> lock(g_disk_mu);
+  g_version = version;
+  g_disk = nullptr;  // an earlier cache object is leaked on purpose (it may be in use)
+  if (dir.empty()) return "";
+  std::string warning;
+  g_disk = rt::DiskCache::Open(dir, max_bytes, &warning).release();
+  return warning;
+}
+
+rt::DiskCacheStats DiskCacheStats() {
+  std::lock_guard<std::mutex> lock(g_disk_mu);
+  return g_disk ? g_disk->stats() : rt::DiskCacheStats{};
+}
 
 Metrics& GetMetrics() {
   static Metrics m;
@@ -102,14 +190,7 @@ std::vector<rt::BufferPtr> Run(const ir::Graph& g, const std::vector<rt::BufferP
   if (exe) {
     m.cache_hits++;
   } else {
-    std::vector<rt::ShapedType> outs;
-    for (ir::Value r : g.results) outs.push_back({g.type(r).dtype, g.type(r).dims});
-    auto start = std::chrono::steady_clock::now();
-    exe = Client().Compile(ir::PrintModule(g), std::move(outs));
-    m.compile_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::steady_clock::now() - start)
-                        .count();
-    m.compiles++;
+    exe = LoadOrCompile(g, key);
     std::lock_guard<std::mutex> lock(Cache().mu);
     Cache().map.emplace(key, exe);
   }

@@ -9,6 +9,7 @@
 
 #include "ir/graph.h"
 #include "runtime/client.h"
+#include "runtime/disk_cache.h"
 
 namespace tpu::eager {
 
@@ -20,9 +21,17 @@ struct Metrics {
   std::atomic<int64_t> cache_hits{0};
   std::atomic<int64_t> cpu_fallbacks{0};
   std::atomic<int64_t> compile_ns{0};
+  std::atomic<int64_t> disk_hits{0};  // programs loaded from the persistent cache
 };
 
 Metrics& GetMetrics();
+
+// Turns on the persistent compile cache in `dir` (empty: off). Returns a warning to show the user
+// when the directory is unsafe (then the cache stays off), else "". `version` is torchtpu's.
+std::string ConfigureDiskCache(const std::string& dir, const std::string& version,
+                               int64_t max_bytes);
+// Statistics of the persistent cache (all zero when it is off).
+rt::DiskCacheStats DiskCacheStats();
 Mode GetMode();
 void SetMode(Mode m);
 

@@ -30,6 +30,7 @@ py::dict Metrics() {
   d["cache_hits"] = m.cache_hits.load();
   d["cpu_fallbacks"] = m.cpu_fallbacks.load();
   d["compile_seconds"] = static_cast<double>(m.compile_ns.load()) * 1e-9;
+  d["disk_cache_hits"] = m.disk_hits.load();
   return d;
 }
 
@@ -40,6 +41,7 @@ void ResetMetrics() {
   m.cache_hits = 0;
   m.cpu_fallbacks = 0;
   m.compile_ns = 0;
+  m.disk_hits = 0;
 }
 
 aten::TpuGenerator* Gen(int device) {
@@ -63,6 +65,19 @@ PYBIND11_MODULE(_C, m) {
     eager::Synchronize(device);
   });
   m.def("metrics", &Metrics);
+  m.def("_configure_cache", [](const std::string& dir, const std::string& version, int64_t max) {
+    return eager::ConfigureDiskCache(dir, version, max);
+  });
+  m.def("_disk_cache_stats", [] {
+    rt::DiskCacheStats s = eager::DiskCacheStats();
+    py::dict d;
+    d["hits"] = s.hits;
+    d["misses"] = s.misses;
+    d["corrupt"] = s.corrupt;
+    d["bytes_read"] = s.bytes_read;
+    d["bytes_written"] = s.bytes_written;
+    return d;
+  });
   m.def("reset_metrics", &ResetMetrics);
   m.def("memory_stats", [](int device) {
     rt::MemoryStats s = eager::Client().memory_stats(device);

@@ -283,6 +283,38 @@ ExecutablePtr Client::Compile(const std::string& mlir, std::vector<ShapedType> o
   return exe;
 }
 
+std::string Client::CompileOptions() {
+  return std::string(kPortableOptions, sizeof(kPortableOptions));
+}
+
+std::string Client::Serialize(const Executable& exe) {
+  Args<PJRT_LoadedExecutable_GetExecutable_Args> get;
+  get->loaded_executable = exe.raw();
+  TPU_PJRT(api_, LoadedExecutable_GetExecutable, get);
+  Args<PJRT_Executable_Serialize_Args> args;
+  args->executable = get->executable;
+  PJRT_Error* err = api_->PJRT_Executable_Serialize(args.get());
+  std::string bytes;
+  if (err == nullptr) {
+    bytes.assign(args->serialized_bytes, args->serialized_bytes_size);
+    args->serialized_executable_deleter(args->serialized_executable);
+  }
+  Args<PJRT_Executable_Destroy_Args> destroy;
+  destroy->executable = get->executable;
+  api_->PJRT_Executable_Destroy(destroy.get());
+  ThrowIfError(api_, err, "PJRT_Executable_Serialize");
+  return bytes;
+}
+
+ExecutablePtr Client::Deserialize(const std::string& bytes, std::vector<ShapedType> outputs) {
+  Args<PJRT_Executable_DeserializeAndLoad_Args> args;
+  args->client = client_;
+  args->serialized_executable = bytes.data();
+  args->serialized_executable_size = bytes.size();
+  TPU_PJRT(api_, Executable_DeserializeAndLoad, args);
+  return std::make_shared<Executable>(this, args->loaded_executable, std::move(outputs));
+}
+
 std::vector<BufferPtr> Client::Execute(const Executable& exe, const std::vector<PJRT_Buffer*>& in,
                                        int device) {
   Args<PJRT_ExecuteOptions> options;

@@ -115,6 +115,11 @@ class Client {
   // Compiles StableHLO text for single-device, portable execution. `outputs` are the result
   // types of @main, checked against the executable.
   ExecutablePtr Compile(const std::string& mlir, std::vector<ShapedType> outputs);
+  // The executable as bytes (for the persistent cache), and back.
+  std::string Serialize(const Executable& exe);
+  ExecutablePtr Deserialize(const std::string& bytes, std::vector<ShapedType> outputs);
+  // The compile options every program is compiled with (part of cache keys).
+  static std::string CompileOptions();
   // Runs `exe` on `device`; returns its outputs (ready asynchronously).
   std::vector<BufferPtr> Execute(const Executable& exe, const std::vector<PJRT_Buffer*>& args,
                                  int device);
