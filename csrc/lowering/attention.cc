@@ -13,9 +13,6 @@ namespace {
 
 using V = std::vector<Value>;
 
-Value Mul(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.multiply", a, b); }
-Value Sub(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.subtract", a, b); }
-
 DType AccOf(DType t) { return t == DType::kF64 ? DType::kF64 : DType::kF32; }
 
 Dims Iota(int64_t n) {

@@ -69,11 +69,6 @@ namespace {
 
 using V = std::vector<Value>;
 
-Value Add(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.add", a, b); }
-Value Sub(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.subtract", a, b); }
-Value Mul(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.multiply", a, b); }
-Value Div(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.divide", a, b); }
-
 // A float argument that is a tensor in some overloads (normal.Tensor_float, bernoulli_.Tensor)
 // and a plain double in others, as dtype t broadcast to dims.
 Value FloatArg(Ctx& c, const std::string& name, double fallback, DType t, const Dims& dims) {

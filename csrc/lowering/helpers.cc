@@ -5,6 +5,11 @@
 
 namespace tpu::lowering {
 
+Value Add(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.add", a, b); }
+Value Sub(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.subtract", a, b); }
+Value Mul(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.multiply", a, b); }
+Value Div(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.divide", a, b); }
+
 Value Cast(Ctx& c, Value x, DType t, const Dims& dims) {
   return ir::BroadcastTo(c.g, ir::Convert(c.g, x, t), dims);
 }

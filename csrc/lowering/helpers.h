@@ -5,6 +5,12 @@
 
 namespace tpu::lowering {
 
+// Elementwise arithmetic on values of one type (the rules' shorthand).
+Value Add(Ctx& c, Value a, Value b);
+Value Sub(Ctx& c, Value a, Value b);
+Value Mul(Ctx& c, Value a, Value b);
+Value Div(Ctx& c, Value a, Value b);
+
 // x converted to dtype `t` and broadcast (numpy rules) to `dims`.
 Value Cast(Ctx& c, Value x, DType t, const Dims& dims);
 Value Cast(Ctx& c, Value x, DType t);

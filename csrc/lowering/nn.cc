@@ -13,10 +13,6 @@ using V = std::vector<Value>;
 
 DType AccOf(DType t) { return t == DType::kBF16 || t == DType::kF16 ? DType::kF32 : t; }
 
-Value Add(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.add", a, b); }
-Value Sub(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.subtract", a, b); }
-Value Mul(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.multiply", a, b); }
-Value Div(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.divide", a, b); }
 Value And(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.and", a, b); }
 Value Or(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.or", a, b); }
 Value Un(Ctx& c, const char* op, Value x) { return ir::Unary(c.g, op, x); }

@@ -15,9 +15,6 @@ namespace {
 
 using V = std::vector<Value>;
 
-Value Add(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.add", a, b); }
-Value Sub(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.subtract", a, b); }
-Value Mul(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.multiply", a, b); }
 Value And(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.and", a, b); }
 Value Sel(Ctx& c, Value p, Value a, Value b) { return ir::Select(c.g, p, a, b); }
 Value Cmp(Ctx& c, Value a, Value b, const char* dir) { return ir::Compare(c.g, a, b, dir); }

@@ -14,10 +14,6 @@ namespace {
 
 using V = std::vector<Value>;
 
-Value Add(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.add", a, b); }
-Value Sub(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.subtract", a, b); }
-Value Mul(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.multiply", a, b); }
-Value Div(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.divide", a, b); }
 Value Un(Ctx& c, const char* op, Value x) { return ir::Unary(c.g, op, x); }
 Value IsNan(Ctx& c, Value x) { return ir::Compare(c.g, x, x, "NE"); }
 Value Or(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.or", a, b); }
