@@ -187,14 +187,16 @@ void DiskCache::Store(const std::string& key, const std::string& payload) {
     return;
   }
   written_ += static_cast<int64_t>(payload.size());
-  Evict();
+  int64_t size = static_cast<int64_t>(payload.size() + sizeof(Header));
+  if (approx_total_.load() < 0) approx_total_ = Evict();
+  if ((approx_total_ += size) > max_bytes_) approx_total_ = Evict();
 }
 
 void DiskCache::Remove(const std::string& key) { ::unlink(PathOf(key, ".xla").c_str()); }
 
-void DiskCache::Evict() {
+int64_t DiskCache::Evict() {
   DIR* d = ::opendir(dir_.c_str());
-  if (d == nullptr) return;
+  if (d == nullptr) return 0;
   struct Entry {
     std::string path;
     int64_t size;
@@ -213,13 +215,14 @@ void DiskCache::Evict() {
     total += st.st_size;
   }
   ::closedir(d);
-  if (total <= max_bytes_) return;
+  if (total <= max_bytes_) return total;
   std::sort(entries.begin(), entries.end(),
             [](const Entry& a, const Entry& b) { return a.mtime < b.mtime; });
   for (const Entry& e : entries) {
     if (total <= max_bytes_) break;
     if (::unlink(e.path.c_str()) == 0) total -= e.size;
   }
+  return total;
 }
 
 DiskCacheStats DiskCache::stats() const {

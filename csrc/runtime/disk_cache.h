@@ -52,11 +52,15 @@ class DiskCache {
  private:
   DiskCache(std::string dir, int64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {}
   std::string PathOf(const std::string& key, const char* ext) const;
-  void Evict();
+  // Scans the directory, evicts least recently used entries past the cap; returns the total.
+  int64_t Evict();
 
   std::string dir_;
   int64_t max_bytes_;
   std::atomic<int64_t> hits_{0}, misses_{0}, corrupt_{0}, read_{0}, written_{0};
+  // Bytes on disk as last scanned plus what this process wrote since: the directory is only
+  // rescanned when this passes the cap, so a store costs O(1), not a directory listing.
+  std::atomic<int64_t> approx_total_{-1};
 };
 
 // 64-bit content hash of a file (the plugin's identity in cache keys); 0 if unreadable.
