@@ -157,6 +157,4 @@ struct RegisterHooks {
 
 }  // namespace
 
-c10::DeviceIndex CurrentDevice() { return g_current; }
-
 }  // namespace tpu::aten

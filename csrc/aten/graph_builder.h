@@ -56,7 +56,4 @@ class GraphBuilder {
   const Written* FindWritten(Slot* slot) const;
 };
 
-// The strided layout of a tensor (for view programs).
-struct StridedLayout;
-
 }  // namespace tpu::aten
