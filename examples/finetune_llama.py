@@ -74,10 +74,15 @@ def main() -> None:
     path = os.path.join(OUT, "finetune_llama_loss.png")
     plot(tpu_losses, cpu_losses, path)
     torch.save(model.state_dict(), os.path.join(OUT, "llama_finetuned.pt"))
-    gap = max(abs(a - b) for a, b in zip(tpu_losses, cpu_losses))
+    # Rounding differences compound through AdamW: the curves coincide, then (after ~100 steps
+    # here) wander apart within the batch-to-batch noise, as two CPU runs with different thread
+    # counts would.
+    rel = [abs(a - b) / abs(b) for a, b in zip(tpu_losses, cpu_losses)]
+    apart = next((i for i, r in enumerate(rel) if r > 0.01), len(rel))
     m = tpu.metrics()
     print(f"loss {tpu_losses[0]:.3f} -> {tpu_losses[-1]:.3f} on {device}; "
-          f"CPU {cpu_losses[0]:.3f} -> {cpu_losses[-1]:.3f}; largest gap {gap:.2e}")
+          f"CPU {cpu_losses[0]:.3f} -> {cpu_losses[-1]:.3f}; the curves agree within 1% for "
+          f"the first {apart} steps (largest gap there {max(rel[:apart], default=0):.1e})")
     print(f"time: tpu {tpu_s:.1f}s, CPU {cpu_s:.1f}s; {m['compiles']} compiles, "
           f"{m['cpu_fallbacks']} CPU fallbacks")
     print(f"loss plot: {os.path.normpath(path)}")
