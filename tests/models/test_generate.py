@@ -5,27 +5,15 @@ import copy
 
 import pytest
 import torch
-import transformers as hf
 
 import torchtpu
 
+from .test_hf_models import llama
 
-def tiny_llama() -> hf.LlamaForCausalLM:
+
+def tiny_llama() -> torch.nn.Module:
     torch.manual_seed(0)
-    cfg = hf.LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        tie_word_embeddings=True,
-        attn_implementation="sdpa",
-        pad_token_id=0,
-        eos_token_id=None,
-    )
-    return hf.LlamaForCausalLM(cfg).eval()
+    return llama().eval()
 
 
 def greedy(model, ids, cache):
