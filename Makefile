@@ -41,13 +41,16 @@ cpp-test: build
 	cd build/py && TORCHTPU_PJRT_PLUGIN=$(PLUGIN) $(BIN)/ctest --output-on-failure -j2
 
 py-test: build
-	$(BIN)/python -m pytest -q tests
+	TORCHTPU_MODE=strict $(BIN)/python -m pytest -q tests
+	TORCHTPU_MODE=fused $(BIN)/python -m pytest -q tests
 
 test: build
 	@echo "== C++ unit tests (CTest) =="
 	cd build/py && TORCHTPU_PJRT_PLUGIN=$(PLUGIN) $(BIN)/ctest --output-on-failure -j2
-	@echo "== Python tests (pytest) =="
-	$(BIN)/python -m pytest -q tests
+	@echo "== Python tests (pytest), strict mode =="
+	TORCHTPU_MODE=strict $(BIN)/python -m pytest -q tests
+	@echo "== Python tests (pytest), fused mode =="
+	TORCHTPU_MODE=fused $(BIN)/python -m pytest -q tests
 
 demo: build
 	$(BIN)/python examples/finetune_llama.py

@@ -15,8 +15,10 @@ m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear
 x = torch.randn(4, 8).to("tpu")
 loss = m(x).pow(2).mean()
 loss.backward()
+value = loss.item()
+torch.tpu.synchronize()
 s = torchtpu.cache_stats()
-print(json.dumps({"loss": loss.item(), "compiles": s["compiles"], "hits": s["hits"],
+print(json.dumps({"loss": value, "compiles": s["compiles"], "hits": s["hits"],
                   "corrupt": s["corrupt"], "disk_hits": torchtpu.metrics()["disk_cache_hits"]}))
 """
 

@@ -6,6 +6,8 @@ import traceback
 import pytest
 import torch
 
+import torchtpu
+
 
 def raised_at(excinfo: pytest.ExceptionInfo, marker: str) -> None:
     """The last frame in this file is the line that contains `marker`."""
@@ -95,14 +97,28 @@ def test_unsupported_op(device, survivor):
     raised_at(e, "BAD-LINE")
 
 
+def line_of(marker: str) -> int:
+    """Line number of the line of this file that contains `marker`."""
+    with open(__file__) as f:
+        return next(i for i, line in enumerate(f, 1) if marker in line and "line_of" not in line)
+
+
 def test_compile_failure_names_the_op(device, survivor):
     # torchtpu::_invalid_program is a test op whose lowering emits an op XLA does not know.
     x = torch.ones(2, device=device)
+    fused = torchtpu.get_mode() == "fused"
     with pytest.raises(
         RuntimeError, match=r"tpu failed to compile torchtpu::_invalid_program"
     ) as e:
-        torch.ops.torchtpu._invalid_program(x)  # BAD-LINE
-    raised_at(e, "BAD-LINE")
+        y = torch.ops.torchtpu._invalid_program(x)  # BAD-LINE: recorded
+        if fused:
+            y.cpu()  # READ-LINE: fused mode runs the op here
+    if fused:
+        # The failure surfaces at the read, and names the line that recorded the op.
+        raised_at(e, "READ-LINE")
+        assert f"recorded at {__file__}:{line_of('# BAD-LINE: recorded')}" in str(e.value)
+    else:
+        raised_at(e, "BAD-LINE")
     msg = str(e.value)
     assert len(msg) < 600 and msg.count("\n") < 6, msg
     assert "stablehlo.this_op_does_not_exist" in msg

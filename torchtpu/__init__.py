@@ -50,6 +50,10 @@ def _register() -> None:
     warning = _C._configure_cache(_cache_dir(), __version__, _cache_max_bytes())
     if warning:
         warnings.warn(warning, stacklevel=3)
+    if os.environ.get("TORCHTPU_FUSED_ORIGINS", "1") != "0":
+        _C._install_origin_capture(
+            [os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep]
+        )
     mode = os.environ.get("TORCHTPU_MODE")
     if os.environ.get("TPU_LAUNCH_BLOCKING") == "1":
         mode = "debug"
@@ -76,7 +80,8 @@ def get_device(index: int | None = None) -> torch.device:
 
 
 def metrics() -> dict[str, Any]:
-    """Counters: compiles, executions, cache_hits, cpu_fallbacks, compile_seconds."""
+    """Counters: compiles, executions, cache_hits, cpu_fallbacks, compile_seconds,
+    disk_cache_hits, recorded_ops and flushes (fused mode)."""
     return _C.metrics()
 
 
@@ -103,7 +108,8 @@ def reset_metrics() -> None:
 
 
 def set_mode(mode: str) -> None:
-    """'strict' (run each op at once, asynchronously) or 'debug' (run and wait)."""
+    """'strict' (run each op at once, asynchronously), 'debug' (run each op and wait) or
+    'fused' (record ops and run them as one program at the next host read or sync)."""
     _C.set_mode(mode)
 
 

@@ -116,6 +116,8 @@ Arg ToArg(GraphBuilder& b, const c10::Argument& a, const c10::IValue& v) {
     case c10::TypeKind::NumberType:
       r.kind = Arg::Kind::kValue;
       r.value = b.Scalar(v.toScalar());
+      r.has_host_scalar = !v.toScalar().isComplex();
+      if (r.has_host_scalar) r.host_scalar = v.toScalar().toDouble();
       return r;
     case c10::TypeKind::IntType:
     case c10::TypeKind::SymIntType:
@@ -300,7 +302,8 @@ Value GeneratorState(GraphBuilder& b, const std::vector<c10::IValue>& args,
     state = gen.get<TpuGenerator>()->Take(static_cast<uint64_t>(numel));
   }
   uint64_t host[2] = {state.first, state.second};
-  return b.Input(eager::Client().FromHost(host, rt::DType::kU64, {2}, b.device()));
+  return b.Input(eager::Lazy::Of(eager::Client().FromHost(host, rt::DType::kU64, {2}, b.device()),
+                                 b.device()));
 }
 
 }  // namespace
@@ -309,20 +312,12 @@ void RethrowAsTorchError(const std::string& op) {
   try {
     throw;
   } catch (const rt::Error& e) {
-    std::string msg = e.what();
-    if (e.out_of_memory()) {
-      TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory while running ", op, ": ",
-                       msg.substr(0, 300));
-    }
-    // Compiler diagnostics quote the whole module: keep only the first error line.
-    if (msg.rfind("PJRT_Client_Compile", 0) == 0) {
-      size_t at = msg.find("error: ");
-      std::string first = at == std::string::npos ? msg : msg.substr(at + 7);
-      first = first.substr(0, std::min<size_t>(first.find('\n'), 300));
-      TORCH_CHECK(false, "tpu failed to compile ", op, " (this is a torchtpu bug, please report ",
-                  "it): ", first);
-    }
-    TORCH_CHECK(false, "tpu failed to run ", op, ": ", msg.substr(0, 300));
+    eager::OpError err = eager::DescribeFailure(e, op);
+    TORCH_CHECK_WITH(OutOfMemoryError, !err.out_of_memory, err.what());
+    TORCH_CHECK(false, err.what());
+  } catch (const eager::OpError& e) {
+    TORCH_CHECK_WITH(OutOfMemoryError, !e.out_of_memory, e.what());
+    TORCH_CHECK(false, e.what());
   } catch (const lowering::LoweringError& e) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu cannot lower ", op, ": ", e.what());
   } catch (const std::invalid_argument& e) {
@@ -391,7 +386,7 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
     }
   }
 
-  GraphBuilder b(device);
+  GraphBuilder b(device, full);
   lowering::Ctx ctx{b.g, {}, {}};
   std::vector<at::Tensor> targets;
   try {
@@ -496,7 +491,7 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
       for (size_t i = 0; i < returns.size(); ++i)
         b.g.results.push_back(ir::Convert(b.g, results[i], ctx.out[i].dtype));
     }
-    std::vector<rt::BufferPtr> host = b.Run();
+    std::vector<eager::LazyPtr> host = b.Run();
     torch::jit::drop(*stack, num_args);
     if (tensor_returns) {
       for (size_t i = 0; i < targets.size(); ++i) {
@@ -510,15 +505,15 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
       for (size_t i = 0; i < host.size(); ++i) {
         if (ctx.out[i].dtype == rt::DType::kPred) {
           bool v = false;
-          host[i]->ToHost(&v, 1);
+          eager::Materialize(host[i])->ToHost(&v, 1);
           stack->emplace_back(v);
         } else if (ctx.out[i].dtype == rt::DType::kS64) {
           int64_t v = 0;
-          host[i]->ToHost(&v, 8);
+          eager::Materialize(host[i])->ToHost(&v, 8);
           stack->emplace_back(v);
         } else {
           double v = 0;
-          host[i]->ToHost(&v, 8);
+          eager::Materialize(host[i])->ToHost(&v, 8);
           stack->emplace_back(v);
         }
       }

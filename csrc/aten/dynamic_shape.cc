@@ -5,6 +5,7 @@
 
 #include "aten/dispatch.h"
 #include "aten/graph_builder.h"
+#include "eager/executor.h"
 
 namespace tpu::aten {
 
@@ -13,12 +14,13 @@ namespace {
 using ir::Dims;
 
 // Number of true elements of a flat pred value, read back to the host.
-int64_t CountTrue(const at::Tensor& like, const std::function<Value(GraphBuilder&)>& mask) {
-  GraphBuilder b(like.device().index());
+int64_t CountTrue(const at::Tensor& like, const std::function<Value(GraphBuilder&)>& mask,
+                  const char* op) {
+  GraphBuilder b(like.device().index(), op);
   Value m = ir::Convert(b.g, mask(b), rt::DType::kS64);
   b.g.results = {ir::Reduce(b.g, m, ir::Constant(b.g, 0, rt::DType::kS64), {0}, "stablehlo.add")};
   int64_t count = 0;
-  b.Run()[0]->ToHost(&count, sizeof(count));
+  eager::Materialize(b.Run()[0])->ToHost(&count, sizeof(count));
   return count;
 }
 
@@ -46,11 +48,12 @@ Value FlatPred(GraphBuilder& b, const at::Tensor& t, const Dims& shape) {
 at::Tensor Nonzero(const at::Tensor& self) {
   try {
     Dims shape = self.sizes().vec();
-    int64_t count = CountTrue(self, [&](GraphBuilder& b) { return FlatPred(b, self, shape); });
+    int64_t count = CountTrue(
+        self, [&](GraphBuilder& b) { return FlatPred(b, self, shape); }, "aten::nonzero");
     int64_t rank = self.dim();
     at::Tensor out = at::empty({count, rank}, self.options().dtype(at::kLong));
     if (count == 0 || rank == 0) return out;
-    GraphBuilder b(self.device().index());
+    GraphBuilder b(self.device().index(), "aten::nonzero");
     Value pos = TruePositions(b.g, FlatPred(b, self, shape), count);
     Dims strides = ir::ContiguousStrides(shape);
     std::vector<Value> coords;
@@ -78,10 +81,11 @@ at::Tensor MaskedSelect(const at::Tensor& self, const at::Tensor& mask) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
   try {
     Dims shape = at::infer_size(self.sizes(), mask.sizes());
-    int64_t count = CountTrue(self, [&](GraphBuilder& b) { return FlatPred(b, mask, shape); });
+    int64_t count = CountTrue(
+        self, [&](GraphBuilder& b) { return FlatPred(b, mask, shape); }, "aten::masked_select");
     at::Tensor out = at::empty({count}, self.options());
     if (count == 0) return out;
-    GraphBuilder b(self.device().index());
+    GraphBuilder b(self.device().index(), "aten::masked_select");
     Value pos = TruePositions(b.g, FlatPred(b, mask, shape), count);
     int64_t n = 1;
     for (int64_t d : shape) n *= d;

@@ -29,19 +29,19 @@ const GraphBuilder::Written* GraphBuilder::FindWritten(Slot* slot) const {
   return nullptr;
 }
 
-Value GraphBuilder::Input(const rt::BufferPtr& buf) {
-  auto it = params_.find(buf.get());
+Value GraphBuilder::Input(const eager::LazyPtr& in) {
+  auto it = params_.find(in.get());
   if (it != params_.end()) return it->second;
-  Value v = g.Param(ir::Type{buf->dtype(), buf->dims()});
-  inputs_.push_back(buf);
-  params_.emplace(buf.get(), v);
+  Value v = g.Param(in->type);
+  inputs_.push_back(in);
+  params_.emplace(in.get(), v);
   return v;
 }
 
 Value GraphBuilder::Base(const at::Tensor& t, rt::DType as) {
   Slot* slot = SlotOf(t);
   if (const Written* w = FindWritten(slot)) return lowering::AsFlat(g, w->value, as);
-  rt::BufferPtr buf = Current(t.storage());
+  eager::LazyPtr buf = Current(t.storage());
   if (!buf) return ir::Constant(g, 0, as, {StorageElems(t)});  // never written: zeros
   return lowering::AsFlat(g, Input(buf), as);
 }
@@ -51,9 +51,9 @@ Value GraphBuilder::Read(const at::Tensor& t) {
   lowering::Strided s = LayoutOf(t);
   Slot* slot = SlotOf(t);
   if (FindWritten(slot) == nullptr) {
-    rt::BufferPtr buf = Current(t.storage());
+    eager::LazyPtr buf = Current(t.storage());
     // Fast path: the tensor is its buffer, maybe reshaped.
-    if (buf && buf->dtype() == s.dtype && lowering::IsWholeContiguous(s, buf->numel())) {
+    if (buf && buf->type.dtype == s.dtype && lowering::IsWholeContiguous(s, buf->type.numel())) {
       return ir::Reshape(g, Input(buf), s.sizes);
     }
   }
@@ -78,7 +78,8 @@ Value GraphBuilder::Upload(const at::Tensor& cpu) {
   at::Tensor c = cpu.contiguous();
   if (c.dim() == 0) return Scalar(c.item());
   rt::DType dt = ToDType(c.scalar_type());
-  return Input(eager::Client().FromHost(c.data_ptr(), dt, c.sizes().vec(), device_));
+  return Input(eager::Lazy::Of(eager::Client().FromHost(c.data_ptr(), dt, c.sizes().vec(), device_),
+                               device_));
 }
 
 void GraphBuilder::Write(const at::Tensor& t, Value v) {
@@ -92,10 +93,10 @@ void GraphBuilder::Write(const at::Tensor& t, Value v) {
     result = v;  // the buffer takes the tensor's shape
   } else {
     Value flat = lowering::WriteView(g, Base(t, s.dtype), s, v);
-    rt::BufferPtr old = Current(t.storage());
+    eager::LazyPtr old = Current(t.storage());
     // Keep the storage's buffer shape when only part of it changed.
-    result = (old && old->dtype() == s.dtype && old->numel() == elems)
-                 ? ir::Reshape(g, flat, old->dims())
+    result = (old && old->type.dtype == s.dtype && old->type.numel() == elems)
+                 ? ir::Reshape(g, flat, old->type.dims)
                  : flat;
   }
   for (Written& w : written_) {
@@ -107,16 +108,12 @@ void GraphBuilder::Write(const at::Tensor& t, Value v) {
   written_.push_back({slot, t.storage(), result});
 }
 
-std::vector<rt::BufferPtr> GraphBuilder::Run() {
-  std::vector<std::pair<c10::Storage, size_t>> writes;
+std::vector<eager::LazyPtr> GraphBuilder::Run() {
   size_t first_write = g.results.size();
-  for (const Written& w : written_) {
-    writes.emplace_back(w.storage, g.results.size());
-    g.results.push_back(w.value);
-  }
-  std::vector<rt::BufferPtr> outs;
-  if (!g.results.empty()) outs = eager::Run(g, inputs_, device_);
-  for (auto& [storage, index] : writes) Assign(storage, outs[index]);
+  for (const Written& w : written_) g.results.push_back(w.value);
+  std::vector<eager::LazyPtr> outs;
+  if (!g.results.empty()) outs = eager::Submit(std::move(g), inputs_, device_, std::move(op_));
+  for (size_t k = 0; k < written_.size(); ++k) Assign(written_[k].storage, outs[first_write + k]);
   outs.resize(first_write);
   return outs;
 }

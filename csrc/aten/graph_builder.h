@@ -16,12 +16,13 @@ using ir::Value;
 
 class GraphBuilder {
  public:
-  explicit GraphBuilder(int device) : device_(device) {}
+  // `op` names the op in error messages.
+  GraphBuilder(int device, std::string op) : device_(device), op_(std::move(op)) {}
 
   ir::Graph g;
 
-  // A graph parameter bound to `buf`.
-  Value Input(const rt::BufferPtr& buf);
+  // A graph parameter bound to `v`.
+  Value Input(const eager::LazyPtr& v);
   // The value of a tpu tensor (its view of its storage's current buffer).
   Value Read(const at::Tensor& t);
   // A 0-d parameter holding a host scalar (bool -> pred, integral -> s64, else f64).
@@ -30,20 +31,18 @@ class GraphBuilder {
   Value Upload(const at::Tensor& cpu);
   // Schedules writing `v` (shaped like t) into t's storage at t's view.
   void Write(const at::Tensor& t, Value v);
-  // Compiles/runs the graph and swaps written buffers into their slots. Returns all results.
-  std::vector<rt::BufferPtr> Run();
+  // Runs (or records, in fused mode) the graph and swaps written values into their slots.
+  // Returns the graph's own results.
+  std::vector<eager::LazyPtr> Run();
   int device() const { return device_; }
 
  private:
-  struct PendingWrite {
-    c10::Storage storage;
-    size_t result;
-  };
   Value Base(const at::Tensor& t, rt::DType as);
 
   int device_;
-  std::vector<rt::BufferPtr> inputs_;
-  std::unordered_map<const rt::Buffer*, Value> params_;
+  std::string op_;
+  std::vector<eager::LazyPtr> inputs_;
+  std::unordered_map<const eager::Lazy*, Value> params_;
   // Storages written in this graph and the value that will become their buffer, in the order
   // of the writes: the program's results must not depend on slot addresses, or the same op
   // would hash (and compile) differently from run to run.

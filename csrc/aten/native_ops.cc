@@ -86,23 +86,23 @@ at::Tensor& SetEmpty(at::Tensor& self) {
   return SetStorage(self, storage, 0, {c10::SymInt(0)}, {});
 }
 
-bool IsWholeBuffer(const at::Tensor& t, const rt::BufferPtr& buf) {
+bool IsWholeValue(const at::Tensor& t, const eager::LazyPtr& v) {
   lowering::Strided s{ToDType(t.scalar_type()), t.storage_offset(), t.sizes().vec(),
                       t.strides().vec()};
-  return buf && buf->dtype() == s.dtype && lowering::IsWholeContiguous(s, buf->numel());
+  return v && v->type.dtype == s.dtype && lowering::IsWholeContiguous(s, v->type.numel());
 }
 
 // Copies a tpu tensor to a new contiguous CPU tensor.
 at::Tensor ToHost(const at::Tensor& src) {
   at::Tensor host = at::empty(src.sizes(), src.options().device(at::kCPU));
   if (src.numel() == 0) return host;
-  rt::BufferPtr buf = Current(src.storage());
-  if (!IsWholeBuffer(src, buf)) {
-    GraphBuilder b(src.device().index());
+  eager::LazyPtr v = Current(src.storage());
+  if (!IsWholeValue(src, v)) {
+    GraphBuilder b(src.device().index(), "aten::_copy_from");
     b.g.results = {b.Read(src)};
-    buf = b.Run()[0];
+    v = b.Run()[0];
   }
-  buf->ToHost(host.data_ptr(), host.nbytes());
+  eager::Materialize(v)->ToHost(host.data_ptr(), host.nbytes());
   return host;
 }
 
@@ -115,11 +115,11 @@ void FromHost(const at::Tensor& src, const at::Tensor& dst) {
   if (lowering::IsWholeContiguous(
           s, static_cast<int64_t>(dst.storage().nbytes()) / dst.element_size()) &&
       dst.storage().nbytes() == static_cast<size_t>(dst.numel() * dst.element_size())) {
-    Assign(dst.storage(), buf);  // the upload is the new storage value: no program needed
+    Assign(dst.storage(), eager::Lazy::Of(buf, device));  // the upload is the new value
     return;
   }
-  GraphBuilder b(device);
-  b.Write(dst, b.Input(buf));
+  GraphBuilder b(device, "aten::_copy_from");
+  b.Write(dst, b.Input(eager::Lazy::Of(buf, device)));
   b.Run();
 }
 
@@ -128,7 +128,7 @@ at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& dst, bool) {
   try {
     if (IsTpu(self) && IsTpu(dst) && self.device() == dst.device()) {
       c10::DeviceGuard guard(dst.device());
-      GraphBuilder b(dst.device().index());
+      GraphBuilder b(dst.device().index(), "aten::_copy_from");
       Value v = ir::Convert(b.g, b.Read(self), ToDType(dst.scalar_type()));
       b.Write(dst, ir::BroadcastTo(b.g, v, dst.sizes().vec()));
       b.Run();
@@ -153,7 +153,14 @@ at::Tensor CopyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
 at::Scalar LocalScalarDense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
               " elements cannot be converted to Scalar");
-  return ToHost(self).item();
+  try {
+    return ToHost(self).item();
+  } catch (const c10::Error&) {
+    throw;
+  } catch (...) {
+    RethrowAsTorchError("aten::_local_scalar_dense");
+  }
+  return {};
 }
 
 void RecordStream(at::Tensor&, c10::Stream) {}  // one in-order queue per device

@@ -66,16 +66,16 @@ Slot* SlotOf(const c10::Storage& storage) {
   return static_cast<Slot*>(storage.data_ptr().get_context());
 }
 
-rt::BufferPtr Current(const c10::Storage& storage) {
+eager::LazyPtr Current(const c10::Storage& storage) {
   Slot* s = SlotOf(storage);
   std::lock_guard<std::mutex> lock(s->mu);
-  return s->buf;
+  return s->value;
 }
 
-void Assign(const c10::Storage& storage, rt::BufferPtr buf) {
+void Assign(const c10::Storage& storage, eager::LazyPtr value) {
   Slot* s = SlotOf(storage);
   std::lock_guard<std::mutex> lock(s->mu);
-  s->buf = std::move(buf);
+  s->value = std::move(value);
 }
 
 c10::Allocator* TpuAllocator() { return &g_allocator; }
@@ -83,12 +83,12 @@ c10::Allocator* TpuAllocator() { return &g_allocator; }
 void ResizeStorageBytes(const c10::Storage& storage, size_t nbytes) {
   size_t old = storage.nbytes();
   if (nbytes == old) return;
-  rt::BufferPtr cur = Current(storage);
+  eager::LazyPtr cur = Current(storage);
   if (nbytes == 0 || !cur) {
     Assign(storage, nullptr);
   } else {
     // Keep the first min(old, new) bytes; the rest reads as zeros.
-    GraphBuilder b(SlotOf(storage)->device);
+    GraphBuilder b(SlotOf(storage)->device, "aten::resize_");
     Value flat = lowering::AsFlat(b.g, b.Input(cur), rt::DType::kU8);
     int64_t keep = static_cast<int64_t>(std::min(old, nbytes));
     flat = ir::Slice(b.g, flat, {0}, {keep});

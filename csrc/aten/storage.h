@@ -1,28 +1,29 @@
 // Storage slots: a tpu storage's data pointer is a heap Slot holding the storage's current
-// device buffer. data_ptr() is stable and unique but never dereferenced; a mutation computes
-// a new buffer and swaps it into the slot, so every alias sees it.
+// device value (a buffer, or in fused mode a pending result). data_ptr() is stable and unique
+// but never dereferenced; a mutation computes a new value and swaps it into the slot, so every
+// alias sees it.
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <mutex>
 
-#include "runtime/client.h"
+#include "eager/lazy.h"
 
 namespace tpu::aten {
 
 struct Slot {
   std::mutex mu;
-  rt::BufferPtr buf;  // null until first written (empty is lazy)
+  eager::LazyPtr value;  // null until first written (empty is lazy)
   int device = 0;
 };
 
 Slot* SlotOf(const c10::Storage& storage);
 inline Slot* SlotOf(const at::Tensor& t) { return SlotOf(t.storage()); }
 
-// Snapshot of the slot's buffer (may be null).
-rt::BufferPtr Current(const c10::Storage& storage);
-void Assign(const c10::Storage& storage, rt::BufferPtr buf);
+// Snapshot of the slot's value (may be null).
+eager::LazyPtr Current(const c10::Storage& storage);
+void Assign(const c10::Storage& storage, eager::LazyPtr value);
 
 c10::Allocator* TpuAllocator();
 

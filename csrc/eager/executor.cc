@@ -8,6 +8,9 @@
 #include <optional>
 #include <unordered_map>
 
+#include "eager/origin.h"
+#include "eager/trace.h"
+
 namespace tpu::eager {
 
 namespace {
@@ -142,7 +145,20 @@ Metrics& GetMetrics() {
   return m;
 }
 Mode GetMode() { return static_cast<Mode>(g_mode.load()); }
-void SetMode(Mode m) { g_mode.store(static_cast<int>(m)); }
+void SetMode(Mode m) {
+  Mode old = static_cast<Mode>(g_mode.exchange(static_cast<int>(m)));
+  if (old == Mode::kFused && m != Mode::kFused) FlushAllTraces();
+}
+
+namespace {
+std::atomic<OriginCapturer> g_capturer{nullptr};
+}  // namespace
+
+void SetOriginCapturer(OriginCapturer capture) { g_capturer.store(capture); }
+OriginPtr CaptureOrigin() {
+  OriginCapturer c = g_capturer.load(std::memory_order_relaxed);
+  return c ? c() : nullptr;
+}
 
 namespace {
 std::mutex g_init_mu;
@@ -177,28 +193,28 @@ rt::Client& Client() {
   return *g_client;
 }
 
-std::vector<rt::BufferPtr> Run(const ir::Graph& g, const std::vector<rt::BufferPtr>& inputs,
-                               int device) {
-  ir::Hash128 key = ir::StructuralHash(g);
-  rt::ExecutablePtr exe;
+rt::ExecutablePtr Executable(const ir::Hash128& key, const std::function<ir::Graph()>& build) {
   {
     std::lock_guard<std::mutex> lock(Cache().mu);
     auto it = Cache().map.find(key);
-    if (it != Cache().map.end()) exe = it->second;
+    if (it != Cache().map.end()) {
+      GetMetrics().cache_hits++;
+      return it->second;
+    }
   }
-  Metrics& m = GetMetrics();
-  if (exe) {
-    m.cache_hits++;
-  } else {
-    exe = LoadOrCompile(g, key);
-    std::lock_guard<std::mutex> lock(Cache().mu);
-    Cache().map.emplace(key, exe);
-  }
+  rt::ExecutablePtr exe = LoadOrCompile(build(), key);
+  std::lock_guard<std::mutex> lock(Cache().mu);
+  Cache().map.emplace(key, exe);
+  return exe;
+}
+
+std::vector<rt::BufferPtr> Execute(const rt::Executable& exe,
+                                   const std::vector<rt::BufferPtr>& inputs, int device) {
   std::vector<PJRT_Buffer*> raw;
   raw.reserve(inputs.size());
   for (const auto& b : inputs) raw.push_back(b->raw());
-  std::vector<rt::BufferPtr> outs = Client().Execute(*exe, raw, device);
-  m.executions++;
+  std::vector<rt::BufferPtr> outs = Client().Execute(exe, raw, device);
+  GetMetrics().executions++;
   if (!outs.empty()) {
     std::lock_guard<std::mutex> lock(Last().mu);
     Last().last[device] = outs.back();
@@ -209,16 +225,59 @@ std::vector<rt::BufferPtr> Run(const ir::Graph& g, const std::vector<rt::BufferP
   return outs;
 }
 
-rt::BufferPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
+std::vector<rt::BufferPtr> Run(const ir::Graph& g, const std::vector<rt::BufferPtr>& inputs,
+                               int device) {
+  rt::ExecutablePtr exe = Executable(ir::StructuralHash(g), [&] { return g; });
+  return Execute(*exe, inputs, device);
+}
+
+std::vector<LazyPtr> Submit(ir::Graph g, const std::vector<LazyPtr>& inputs, int device,
+                            std::string op) {
+  if (GetMode() == Mode::kFused) {
+    return TraceOf(device).Record(std::move(g), inputs, std::move(op), CaptureOrigin());
+  }
+  std::vector<rt::BufferPtr> bufs;
+  bufs.reserve(inputs.size());
+  for (const LazyPtr& in : inputs) bufs.push_back(Materialize(in));
+  std::vector<LazyPtr> outs;
+  for (rt::BufferPtr& b : Run(g, bufs, device)) outs.push_back(Lazy::Of(std::move(b), device));
+  return outs;
+}
+
+rt::BufferPtr Materialize(const LazyPtr& v) {
+  if (v->ready.load(std::memory_order_acquire)) return v->buf;
+  return TraceOf(v->device).Materialize(v);
+}
+
+void Flush(int device) { TraceOf(device).Flush(); }
+
+OpError DescribeFailure(const rt::Error& e, const std::string& what) {
+  std::string msg = e.what();
+  if (e.out_of_memory()) {
+    return OpError("tpu out of memory while running " + what + ": " + msg.substr(0, 300), true);
+  }
+  // Compiler diagnostics quote the whole module: keep only the first error line.
+  if (msg.rfind("PJRT_Client_Compile", 0) == 0) {
+    size_t at = msg.find("error: ");
+    std::string first = at == std::string::npos ? msg : msg.substr(at + 7);
+    first = first.substr(0, std::min<size_t>(first.find('\n'), 300));
+    return OpError(
+        "tpu failed to compile " + what + " (this is a torchtpu bug, please report it): " + first,
+        false);
+  }
+  return OpError("tpu failed to run " + what + ": " + msg.substr(0, 300), false);
+}
+
+LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
   static std::mutex mu;
-  static auto& cache = *new std::unordered_map<ScalarKey, rt::BufferPtr, ScalarKeyHash>();
+  static auto& cache = *new std::unordered_map<ScalarKey, LazyPtr, ScalarKeyHash>();
   ScalarKey key{0, static_cast<int>(t), device};
   std::memcpy(&key.bits, bits, rt::ItemSize(t));
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   if (cache.size() > 4096) cache.clear();  // bounded: scalars seen once are not worth keeping
-  rt::BufferPtr b = Client().FromHost(bits, t, {}, device);
+  LazyPtr b = Lazy::Of(Client().FromHost(bits, t, {}, device), device);
   cache.emplace(key, b);
   return b;
 }
@@ -230,6 +289,7 @@ std::weak_ptr<rt::Buffer> LastOutput(int device) {
 }
 
 void Synchronize(int device) {
+  Flush(device);
   rt::BufferPtr last;
   {
     std::lock_guard<std::mutex> lock(Last().mu);

@@ -1,19 +1,31 @@
 // Runs graphs: structural-hash cache lookup, compile on a miss, execute on a device.
-// Modes decide only when we wait: debug waits for every op, strict lets PJRT run ahead.
+// Modes decide only when ops run: debug runs each op and waits, strict runs each op and lets
+// PJRT run ahead, fused records ops and runs them as one program at a flush point (trace.h).
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "eager/lazy.h"
 #include "ir/graph.h"
 #include "runtime/client.h"
 #include "runtime/disk_cache.h"
 
 namespace tpu::eager {
 
-enum class Mode { kDebug, kStrict };
+enum class Mode { kDebug, kStrict, kFused };
+
+// A program failed: the message names the op (and, in fused mode, the line that recorded it).
+struct OpError : std::runtime_error {
+  OpError(const std::string& msg, bool oom) : std::runtime_error(msg), out_of_memory(oom) {}
+  bool out_of_memory;
+};
+// Puts a runtime error into words for the user; `what` names the op.
+OpError DescribeFailure(const rt::Error& e, const std::string& what);
 
 struct Metrics {
   std::atomic<int64_t> compiles{0};
@@ -21,7 +33,9 @@ struct Metrics {
   std::atomic<int64_t> cache_hits{0};
   std::atomic<int64_t> cpu_fallbacks{0};
   std::atomic<int64_t> compile_ns{0};
-  std::atomic<int64_t> disk_hits{0};  // programs loaded from the persistent cache
+  std::atomic<int64_t> disk_hits{0};     // programs loaded from the persistent cache
+  std::atomic<int64_t> recorded_ops{0};  // ops recorded in fused mode
+  std::atomic<int64_t> flushes{0};       // fused traces run as one program
 };
 
 Metrics& GetMetrics();
@@ -33,6 +47,7 @@ std::string ConfigureDiskCache(const std::string& dir, const std::string& versio
 // Statistics of the persistent cache (all zero when it is off).
 rt::DiskCacheStats DiskCacheStats();
 Mode GetMode();
+// Leaving fused mode flushes every pending trace first.
 void SetMode(Mode m);
 
 // The process-wide client. Configure records where the plugin is (cheap); the client is
@@ -43,18 +58,32 @@ void Init(const rt::ClientOptions& options);  // Configure + create now
 bool Initialized();
 rt::Client& Client();
 
-// Compiles (or finds in the cache) and runs `g` on `device`. `inputs` match g.params.
+// The entry point for every op: runs `g` applied to `inputs` now (debug, strict) or records it
+// (fused). Returns g's results. `op` names the op in error messages.
+std::vector<LazyPtr> Submit(ir::Graph g, const std::vector<LazyPtr>& inputs, int device,
+                            std::string op);
+// The buffer of `v`: a host read, so in fused mode it flushes v's device first.
+rt::BufferPtr Materialize(const LazyPtr& v);
+// Runs everything recorded on `device` (fused mode); does not wait.
+void Flush(int device);
+
+// Compiles (or finds in the cache) and runs `g` on `device` now. `inputs` match g.params.
 std::vector<rt::BufferPtr> Run(const ir::Graph& g, const std::vector<rt::BufferPtr>& inputs,
                                int device);
+// The executable cached under `key`; on a miss `build` makes the graph to compile.
+rt::ExecutablePtr Executable(const ir::Hash128& key, const std::function<ir::Graph()>& build);
+// Runs an executable, then notes its last output for Synchronize and events.
+std::vector<rt::BufferPtr> Execute(const rt::Executable& exe,
+                                   const std::vector<rt::BufferPtr>& inputs, int device);
 
-// A 0-d buffer holding `bits` (a host value of dtype t), cached by value: scalars enter
+// A 0-d value holding `bits` (a host value of dtype t), cached by value: scalars enter
 // programs as parameters, so a new value never means a new compile.
-rt::BufferPtr ScalarBuffer(const void* bits, rt::DType t, int device);
+LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device);
 
 // The most recent program output on `device` (what an event recorded now waits for).
 std::weak_ptr<rt::Buffer> LastOutput(int device);
 
-// Waits for all work issued so far on `device` to finish.
+// Runs what is pending on `device` and waits for all work issued so far to finish.
 void Synchronize(int device);
 
 }  // namespace tpu::eager

@@ -41,6 +41,26 @@ Value Graph::Op1(std::string op, std::vector<Value> operands, Type result_type, 
             std::move(regions))[0];
 }
 
+std::vector<Value> Inline(Graph& into, const Graph& from, const std::vector<Value>& args) {
+  std::vector<Value> map(from.types.size(), -1);
+  for (size_t i = 0; i < from.params.size(); ++i) map[from.params[i]] = args.at(i);
+  for (const Node& n : from.nodes) {
+    Node copy{n.op, {}, {}, n.attrs, n.regions};
+    copy.operands.reserve(n.operands.size());
+    for (Value v : n.operands) copy.operands.push_back(map[v]);
+    for (Value r : n.results) {
+      into.types.push_back(from.types[r]);
+      map[r] = static_cast<Value>(into.types.size() - 1);
+      copy.results.push_back(map[r]);
+    }
+    into.nodes.push_back(std::move(copy));
+  }
+  std::vector<Value> results;
+  results.reserve(from.results.size());
+  for (Value r : from.results) results.push_back(map[r]);
+  return results;
+}
+
 namespace {
 
 // FNV-1a style mixing into two independent 64-bit lanes.

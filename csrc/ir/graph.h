@@ -61,6 +61,10 @@ struct Hash128Hasher {
   size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.lo ^ (h.hi * 31)); }
 };
 
+// Appends a copy of `from`'s nodes to `into`, with from's params bound to `args` (values of
+// `into`). Returns the values of from's results in `into`. Regions are shared, not copied.
+std::vector<Value> Inline(Graph& into, const Graph& from, const std::vector<Value>& args);
+
 // Structural hash of a whole graph (ops, attributes, types, wiring), computed without printing.
 Hash128 StructuralHash(const Graph& g);
 

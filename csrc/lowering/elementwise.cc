@@ -1,5 +1,6 @@
 // Elementwise ops: arithmetic, comparison, logical, bitwise, unary math, where/clamp/lerp.
 #include <cmath>
+#include <optional>
 
 #include "lowering/helpers.h"
 #include "lowering/rule_table.h"
@@ -110,10 +111,31 @@ V Exp2(Ctx& c) {
   return {ir::Binary(c.g, "stablehlo.power", Splat(c, 2, x), x)};
 }
 
+// x ** e for the exponents PyTorch's CPU kernel also special-cases: a multiply or a square root
+// instead of a call to pow per element (the exponent is a parameter, so XLA cannot see it).
+std::optional<Value> PowBySpecialExponent(Ctx& c, Value x, double e) {
+  auto mul = [&](Value a, Value b) { return ir::Binary(c.g, "stablehlo.multiply", a, b); };
+  auto recip = [&](Value a) { return ir::Binary(c.g, "stablehlo.divide", Splat(c, 1, a), a); };
+  bool fp = rt::IsFloat(c.T(x).dtype);
+  if (e == 1) return x;
+  if (e == 2) return mul(x, x);
+  if (e == 3) return mul(mul(x, x), x);
+  if (!fp) return std::nullopt;
+  if (e == 0.5) return ir::Unary(c.g, "stablehlo.sqrt", x);
+  if (e == -0.5) return ir::Unary(c.g, "stablehlo.rsqrt", x);
+  if (e == -1) return recip(x);
+  if (e == -2) return recip(mul(x, x));
+  return std::nullopt;
+}
+
 V Pow(Ctx& c) {
   // pow.Scalar has the scalar as `self` and the tensor as `exponent`.
   Value base = InAsOut(c, "self");
   Value e = InAsOut(c, "exponent");
+  const Arg* ea = c.Find("exponent");
+  if (ea != nullptr && ea->has_host_scalar) {
+    if (auto v = PowBySpecialExponent(c, base, ea->host_scalar)) return {*v};
+  }
   return {ir::Binary(c.g, "stablehlo.power", base, e)};
 }
 

@@ -29,6 +29,10 @@ struct Arg {
   bool b = false;
   std::string s;
   DType dtype = DType::kInvalid;
+  // A Scalar argument's host value (the value itself still enters as a parameter): rules may
+  // specialize on the few values that have much cheaper forms (pow(x, 2) is x * x).
+  bool has_host_scalar = false;
+  double host_scalar = 0;
 };
 
 // Raised for inputs a rule cannot lower; the dispatcher reports it with the op's name.

@@ -8,6 +8,8 @@
 
 #include "aten/generator.h"
 #include "eager/executor.h"
+#include "eager/trace.h"
+#include "python/origin.h"
 
 namespace py = pybind11;
 
@@ -31,6 +33,8 @@ py::dict Metrics() {
   d["cpu_fallbacks"] = m.cpu_fallbacks.load();
   d["compile_seconds"] = static_cast<double>(m.compile_ns.load()) * 1e-9;
   d["disk_cache_hits"] = m.disk_hits.load();
+  d["recorded_ops"] = m.recorded_ops.load();
+  d["flushes"] = m.flushes.load();
   return d;
 }
 
@@ -42,6 +46,19 @@ void ResetMetrics() {
   m.cpu_fallbacks = 0;
   m.compile_ns = 0;
   m.disk_hits = 0;
+  m.recorded_ops = 0;
+  m.flushes = 0;
+}
+
+const char* ModeName(eager::Mode m) {
+  switch (m) {
+    case eager::Mode::kDebug:
+      return "debug";
+    case eager::Mode::kFused:
+      return "fused";
+    default:
+      return "strict";
+  }
 }
 
 aten::TpuGenerator* Gen(int device) {
@@ -80,6 +97,10 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("reset_metrics", &ResetMetrics);
   m.def("memory_stats", [](int device) {
+    {
+      py::gil_scoped_release release;
+      eager::Flush(device);  // pending values count once they exist
+    }
     rt::MemoryStats s = eager::Client().memory_stats(device);
     py::dict d;
     d["bytes_in_use"] = s.in_use;
@@ -87,16 +108,25 @@ PYBIND11_MODULE(_C, m) {
     d["bytes_limit"] = s.limit;
     return d;
   });
-  m.def("get_mode", [] { return eager::GetMode() == eager::Mode::kDebug ? "debug" : "strict"; });
+  m.def("get_mode", [] { return ModeName(eager::GetMode()); });
   m.def("set_mode", [](const std::string& mode) {
-    if (mode == "debug") {
-      eager::SetMode(eager::Mode::kDebug);
-    } else if (mode == "strict") {
-      eager::SetMode(eager::Mode::kStrict);
-    } else {
-      throw py::value_error("unknown mode '" + mode + "': expected 'debug' or 'strict'");
+    for (eager::Mode mo : {eager::Mode::kDebug, eager::Mode::kStrict, eager::Mode::kFused}) {
+      if (mode == ModeName(mo)) {
+        py::gil_scoped_release release;  // leaving fused mode runs what is pending
+        eager::SetMode(mo);
+        return;
+      }
     }
+    throw py::value_error("unknown mode '" + mode + "': expected 'debug', 'strict' or 'fused'");
   });
+  m.def("_flush", [](int device) {
+    py::gil_scoped_release release;
+    eager::Flush(device);
+  });
+  m.def("_pending_ops", [](int device) { return eager::TraceOf(device).pending_ops(); });
+  m.def("_set_fused_max_ops", [](size_t n) { eager::Trace::SetMaxOps(n); });
+  m.def("_fused_max_ops", [] { return eager::Trace::MaxOps(); });
+  m.def("_install_origin_capture", &python::InstallOriginCapture);
   m.def("manual_seed", [](int device, uint64_t seed) { Gen(device)->set_current_seed(seed); });
   m.def("seed", [](int device) { return Gen(device)->seed(); });
   m.def("initial_seed", [](int device) { return Gen(device)->current_seed(); });

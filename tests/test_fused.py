@@ -1,0 +1,197 @@
+"""Fused mode ("JIT for eager"): ops are recorded and run as one program at a flush point,
+with eager semantics kept. These tests switch to fused mode themselves, so they run in every
+suite mode."""
+
+import contextlib
+import io
+
+import numpy as np
+import pytest
+import torch
+
+import torchtpu
+
+
+@pytest.fixture
+def fused(device):
+    with torchtpu.mode("fused"):
+        yield device
+
+
+def pending(device) -> int:
+    return torchtpu._C._pending_ops(device.index)
+
+
+def test_ops_are_recorded_then_run_as_one_program(fused):
+    x = torch.arange(12, dtype=torch.float32, device=fused).reshape(3, 4)
+    torch.tpu.synchronize()
+    before = torchtpu.metrics()
+    y = x
+    for _ in range(10):
+        y = (y * 1.5 - 0.25).sin()
+    mid = torchtpu.metrics()
+    assert mid["executions"] == before["executions"]
+    assert mid["recorded_ops"] - before["recorded_ops"] == 30
+    assert pending(fused) == 30
+    ref = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    for _ in range(10):
+        ref = (ref * 1.5 - 0.25).sin()
+    torch.testing.assert_close(y.cpu(), ref)
+    after = torchtpu.metrics()
+    assert after["executions"] - mid["executions"] == 1
+    assert after["flushes"] - mid["flushes"] == 1
+    assert pending(fused) == 0
+
+
+READS = {
+    "item": lambda t: t.sum().item(),
+    "cpu": lambda t: t.cpu(),
+    "tolist": lambda t: t.tolist(),
+    "numpy": lambda t: t.cpu().numpy(),
+    "print": lambda t: print(t, file=io.StringIO()),
+    "if": lambda t: 1 if (t > 0).all() else 0,
+    "synchronize": lambda t: torch.tpu.synchronize(),
+}
+
+
+@pytest.mark.parametrize("read", READS.keys())
+def test_host_reads_flush(fused, read):
+    t = torch.full((4,), 2.0, device=fused) * 3
+    assert pending(fused) > 0
+    READS[read](t)
+    assert pending(fused) == 0
+    assert t.tolist() == [6.0] * 4
+
+
+def test_only_live_values_are_computed(fused):
+    torch.tpu.synchronize()
+    before = torch.tpu.memory_allocated()
+    a = torch.ones(1000, device=fused)
+    b = a * 2
+    c = b + 1
+    del b  # a temporary: it stays inside the program and never takes device memory
+    torch.tpu.synchronize()
+    grown = torch.tpu.memory_allocated() - before
+    assert 8000 <= grown < 12000, grown
+    assert c.sum().item() == 3000.0
+
+
+def test_views_and_in_place_ops_keep_program_order(fused):
+    def program(dev):
+        x = torch.zeros(4, 3, device=dev)
+        v = x[1:3, ::2]
+        v += 1
+        y = x * 2  # sees the write through the view
+        x.mul_(3)  # later mutation: y keeps the old value
+        x.t()[0].add_(5)
+        z = torch.empty(3, device=dev)
+        torch.sum(x, dim=0, out=z)
+        return x.cpu(), y.cpu(), z.cpu()
+
+    for got, want in zip(program(fused), program("cpu")):
+        torch.testing.assert_close(got, want)
+
+
+def test_random_numbers_match_strict_mode(fused):
+    torch.manual_seed(7)
+    a = torch.randn(5, device=fused)
+    b = torch.rand(3, device=fused)
+    fused_vals = (a.cpu(), b.cpu())
+    with torchtpu.mode("strict"):
+        torch.manual_seed(7)
+        a = torch.randn(5, device=fused)
+        b = torch.rand(3, device=fused)
+        strict_vals = (a.cpu(), b.cpu())
+    for f, s in zip(fused_vals, strict_vals):
+        torch.testing.assert_close(f, s, rtol=0, atol=0)
+
+
+@contextlib.contextmanager
+def max_ops(n: int):
+    old = torchtpu._C._fused_max_ops()
+    torchtpu._C._set_fused_max_ops(n)
+    try:
+        yield
+    finally:
+        torchtpu._C._set_fused_max_ops(old)
+
+
+def test_size_limit_cuts_the_trace(fused):
+    with max_ops(50):
+        x = torch.zeros(8, device=fused)
+        before = torchtpu.metrics()["flushes"]
+        for _ in range(120):
+            x = x + 1
+        assert torchtpu.metrics()["flushes"] - before >= 2
+        assert pending(fused) < 50
+        assert x.tolist() == [120.0] * 8
+
+
+def train_steps(device, steps: int, on_step=None) -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)
+    ).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    data = torch.randn(8, 16).to(device)
+    target = torch.randn(8, 4).to(device)
+    losses = []
+    for step in range(steps):
+        loss = torch.nn.functional.mse_loss(model(data), target)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())  # no host read inside the loop
+        if on_step:
+            on_step(step)
+    return [t.cpu() for t in losses] + [p.detach().cpu() for p in model.parameters()]
+
+
+def test_training_loop_without_reads_reuses_its_executables(fused):
+    compiles = {}
+    with max_ops(60):  # far shorter than a step: the loop must be found and cut on its period
+        result = train_steps(
+            fused, 16, lambda s: compiles.setdefault(s, torchtpu.metrics()["compiles"])
+        )
+    assert compiles[15] == compiles[9], "steady-state steps compiled new programs"
+    with torchtpu.mode("strict"):
+        expected = train_steps(fused, 16)
+    for got, want in zip(result, expected):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_training_matches_cpu(fused):
+    for got, want in zip(train_steps(fused, 4), train_steps("cpu", 4)):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_runtime_failure_names_op_and_line_and_spares_the_rest(fused):
+    x = torch.ones(3, device=fused)
+    bad = torch.ops.torchtpu._invalid_program(x)  # RECORDED-HERE
+    good = x * 4  # independent of the failing op: still computed
+    with pytest.raises(RuntimeError) as e:
+        bad.cpu()
+    msg = str(e.value)
+    assert "tpu failed to compile torchtpu::_invalid_program" in msg
+    with open(__file__) as f:
+        line = next(i for i, text in enumerate(f, 1) if "# RECORDED-HERE" in text)
+    assert f"recorded at {__file__}:{line} in " in msg
+    assert good.tolist() == [4.0] * 3
+    with pytest.raises(RuntimeError, match="_invalid_program"):
+        bad.cpu()  # the lost value keeps saying why
+    assert (x + 1).tolist() == [2.0] * 3
+
+
+def test_shape_errors_raise_at_the_users_line(fused):
+    a, b = torch.ones(3, device=fused), torch.ones(4, device=fused)
+    with pytest.raises(RuntimeError, match=r"The size of tensor a \(3\) must match"):
+        a + b
+    assert pending(fused) > 0  # nothing was flushed to find out
+
+
+def test_leaving_fused_mode_flushes(device):
+    with torchtpu.mode("fused"):
+        y = torch.ones(2, device=device) + 1
+        assert pending(device) > 0
+    assert pending(device) == 0
+    assert np.allclose(y.cpu().numpy(), 2.0)
