@@ -190,7 +190,7 @@ def test_shape_errors_raise_at_the_users_line(fused):
 
 
 def test_leaving_fused_mode_flushes(device):
-    with torchtpu.mode("fused"):
+    with torchtpu.mode("strict"), torchtpu.mode("fused"):
         y = torch.ones(2, device=device) + 1
         assert pending(device) > 0
     assert pending(device) == 0

@@ -17,7 +17,7 @@ namespace {
 // Runtime objects live until the process ends: destroying them from static destructors races
 // with the plugin's own teardown.
 rt::Client* g_client = nullptr;
-std::atomic<int> g_mode{static_cast<int>(Mode::kStrict)};
+std::atomic<int> g_mode{static_cast<int>(Mode::kFused)};
 
 struct ExecutableCache {
   std::mutex mu;
@@ -202,7 +202,10 @@ rt::ExecutablePtr Executable(const ir::Hash128& key, const std::function<ir::Gra
       return it->second;
     }
   }
-  rt::ExecutablePtr exe = LoadOrCompile(build(), key);
+  // The disk cache is keyed by the program's own structural hash: `key` may be a fused trace's
+  // key, whose meaning is private to this build of torchtpu.
+  ir::Graph g = build();
+  rt::ExecutablePtr exe = LoadOrCompile(g, ir::StructuralHash(g));
   std::lock_guard<std::mutex> lock(Cache().mu);
   Cache().map.emplace(key, exe);
   return exe;
@@ -227,7 +230,9 @@ std::vector<rt::BufferPtr> Execute(const rt::Executable& exe,
 
 std::vector<rt::BufferPtr> Run(const ir::Graph& g, const std::vector<rt::BufferPtr>& inputs,
                                int device) {
-  rt::ExecutablePtr exe = Executable(ir::StructuralHash(g), [&] { return g; });
+  ir::Hash128 key = ir::StructuralHash(g);
+  // The memory key is the structural hash too: mark it so it can never equal a trace's key.
+  rt::ExecutablePtr exe = Executable({key.lo, key.hi ^ 0x5354524943540000ULL}, [&] { return g; });
   return Execute(*exe, inputs, device);
 }
 

@@ -58,8 +58,7 @@ std::vector<LazyPtr> Trace::Record(ir::Graph g, const std::vector<LazyPtr>& inpu
   std::lock_guard<std::mutex> lock(mu_);
   Op rec;
   ir::Hash128 h = ir::StructuralHash(g);
-  key_.Mix(h.lo);
-  key_.Mix(h.hi);
+  rec.hash = h;
   rec.inputs.reserve(inputs.size());
   for (const LazyPtr& in : inputs) {
     int64_t src;
@@ -73,7 +72,6 @@ std::vector<LazyPtr> Trace::Record(ir::Graph g, const std::vector<LazyPtr>& inpu
       src = ~static_cast<int64_t>(in->value);
     }
     rec.inputs.push_back(src);
-    key_.Mix(static_cast<uint64_t>(src));
   }
   rec.first_value = static_cast<uint32_t>(values_.size());
   std::vector<LazyPtr> outs;
@@ -82,6 +80,7 @@ std::vector<LazyPtr> Trace::Record(ir::Graph g, const std::vector<LazyPtr>& inpu
     auto l = std::make_shared<Lazy>(g.type(r), device_);
     l->value = static_cast<uint32_t>(values_.size());
     values_.push_back(l);
+    value_op_.push_back(static_cast<uint32_t>(ops_.size()));
     outs.push_back(std::move(l));
   }
   rec.g = std::make_shared<const ir::Graph>(std::move(g));
@@ -154,7 +153,7 @@ rt::BufferPtr Trace::Materialize(const LazyPtr& v) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!v->ready.load(std::memory_order_acquire)) {
     if (v->error) throw OpError(*v->error, false);
-    FlushLocked();
+    FlushLocked(v.get());
   }
   if (v->error) throw OpError(*v->error, false);
   if (!v->ready.load(std::memory_order_acquire)) {
@@ -168,103 +167,198 @@ void Trace::Flush() {
   FlushLocked();
 }
 
-void Trace::FlushLocked() {
+namespace {
+
+struct Key {
+  uint64_t a = 0x9e3779b97f4a7c15ULL, b = 0xc2b2ae3d27d4eb4fULL;
+  void Mix(uint64_t x) {
+    a = (a ^ x) * 0x100000001b3ULL;
+    b = ((b ^ x) + 0x7f4a7c159e3779b9ULL) * 0xff51afd7ed558ccdULL;
+  }
+};
+
+std::string Describe(const std::string& name, const OriginPtr& origin) {
+  return origin ? name + " (recorded at " + origin->Describe() + ")" : name;
+}
+
+}  // namespace
+
+void Trace::FlushLocked(const Lazy* wanted) {
   if (ops_.empty()) return;
-  std::vector<Op> ops = std::move(ops_);
-  std::vector<rt::BufferPtr> externals = std::move(externals_);
-  std::vector<std::weak_ptr<Lazy>> values = std::move(values_);
-  Key key = key_;
+  Taken t;
+  t.ops = std::move(ops_);
+  t.externals = std::move(externals_);
+  t.value_op = std::move(value_op_);
+  size_t num_values = values_.size();
+  t.live.resize(num_values);
+  for (size_t v = 0; v < num_values; ++v) t.live[v] = values_[v].lock();
+  t.computed.resize(num_values);
+  t.lost.resize(num_values);
   ops_.clear();
   externals_.clear();
   external_index_.clear();
   values_.clear();
-  key_ = Key();
+  value_op_.clear();
 
-  // Results are the values something outside the trace still refers to.
-  std::vector<LazyPtr> live;
-  for (auto& w : values) {
-    if (LazyPtr l = w.lock()) {
-      key.Mix(l->value);
-      live.push_back(std::move(l));
+  // Part 0: the ops the wanted value depends on (all ops without a wanted value); part 1: the rest.
+  size_t n = t.ops.size();
+  std::vector<char> part(n, 0);
+  if (wanted != nullptr && wanted->value < num_values && t.live[wanted->value].get() == wanted) {
+    std::vector<char> cone(n, 0);
+    std::vector<uint32_t> stack{t.value_op[wanted->value]};
+    size_t size = 0;
+    while (!stack.empty()) {
+      uint32_t i = stack.back();
+      stack.pop_back();
+      if (cone[i]) continue;
+      cone[i] = 1;
+      ++size;
+      for (int64_t src : t.ops[i].inputs) {
+        if (src < 0) stack.push_back(t.value_op[~src]);
+      }
+    }
+    if (size < n) {
+      for (size_t i = 0; i < n; ++i) part[i] = cone[i] ? 0 : 1;
     }
   }
-  key.Mix(values.size());
-  if (live.empty()) return;  // nothing observable: the ops need not run
+  // Values of part 0 that part 1 reads are results of part 0's program.
+  std::vector<char> needed(num_values, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (part[i] == 0) continue;
+    for (int64_t src : t.ops[i].inputs) {
+      if (src < 0 && part[t.value_op[~src]] == 0) needed[~src] = 1;
+    }
+  }
+  std::optional<OpError> failure;
+  for (char which : {0, 1}) {
+    if (std::find(part.begin(), part.end(), which) == part.end()) continue;
+    std::optional<OpError> f;
+    try {
+      f = RunPart(t, part, which, needed);
+    } catch (const std::exception& e) {
+      // Not a program failure (a bug of ours): the values are lost, and say why when read.
+      f = OpError(std::string("tpu: internal error: ") + e.what(), false);
+      auto why = std::make_shared<const std::string>(f->what());
+      for (size_t v = 0; v < num_values; ++v) {
+        if (!t.computed[v]) t.lost[v] = why;
+      }
+    }
+    if (f && !failure) failure = f;
+  }
+  for (size_t v = 0; v < num_values; ++v) {
+    if (t.live[v] && !t.live[v]->ready.load(std::memory_order_relaxed)) {
+      if (t.computed[v]) {
+        t.live[v]->buf = t.computed[v];
+        t.live[v]->ready.store(true, std::memory_order_release);
+      } else {
+        t.live[v]->error = t.lost[v] ? t.lost[v]
+                                     : std::make_shared<const std::string>(
+                                           "tpu: internal error: a value was not computed");
+      }
+    }
+  }
+  if (failure) throw *failure;
+}
+
+std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, char which,
+                                      const std::vector<char>& needed_later) {
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < t.ops.size(); ++i) {
+    if (part[i] == which) idx.push_back(i);
+  }
+  // Parameters: externals, and values an earlier part computed, numbered by first use. Values
+  // are numbered within the part, so the key does not depend on what else the trace held.
+  std::unordered_map<int64_t, uint32_t> param_of;  // src -> parameter
+  std::vector<rt::BufferPtr> params;
+  std::vector<int64_t> local(t.live.size(), -1);  // value -> index among the part's values
+  std::vector<uint32_t> outputs;                  // values the program returns
+  Key key;
+  int64_t next_local = 0;
+  for (size_t i : idx) {
+    const Op& op = t.ops[i];
+    key.Mix(op.hash.lo);
+    key.Mix(op.hash.hi);
+    for (int64_t src : op.inputs) {
+      if (src < 0 && local[~src] >= 0) {
+        key.Mix(2 * static_cast<uint64_t>(local[~src]));
+        continue;
+      }
+      if (src < 0 && !t.computed[~src]) return Replay(t, idx);  // depends on a lost value
+      auto [it, inserted] = param_of.emplace(src, static_cast<uint32_t>(params.size()));
+      if (inserted) params.push_back(src >= 0 ? t.externals[src] : t.computed[~src]);
+      key.Mix(2 * static_cast<uint64_t>(it->second) + 1);
+    }
+    for (size_t r = 0; r < op.g->results.size(); ++r) {
+      uint32_t v = op.first_value + static_cast<uint32_t>(r);
+      local[v] = next_local++;
+      if (t.live[v] || needed_later[v]) {
+        outputs.push_back(v);
+        key.Mix(local[v]);
+      }
+    }
+  }
+  key.Mix(outputs.size());
+  if (outputs.empty()) return std::nullopt;  // nothing observable: the ops need not run
   GetMetrics().flushes++;
 
   std::vector<rt::BufferPtr> outs;
   try {
     rt::ExecutablePtr exe = Executable({key.a, key.b}, [&] {
       ir::Graph fused;
-      std::vector<ir::Value> ext;
-      for (const auto& b : externals) ext.push_back(fused.Param({b->dtype(), b->dims()}));
-      std::vector<ir::Value> vals(values.size(), -1);
-      for (const Op& op : ops) {
+      std::vector<ir::Value> param_values(params.size());
+      for (size_t k = 0; k < params.size(); ++k) {
+        param_values[k] = fused.Param({params[k]->dtype(), params[k]->dims()});
+      }
+      std::vector<ir::Value> vals(t.live.size(), -1);
+      for (size_t i : idx) {
+        const Op& op = t.ops[i];
         std::vector<ir::Value> args;
-        for (int64_t src : op.inputs) args.push_back(src >= 0 ? ext[src] : vals[~src]);
+        for (int64_t src : op.inputs) {
+          args.push_back(src < 0 && local[~src] >= 0 ? vals[~src] : param_values[param_of[src]]);
+        }
         std::vector<ir::Value> res = ir::Inline(fused, *op.g, args);
         std::copy(res.begin(), res.end(), vals.begin() + op.first_value);
       }
-      for (const LazyPtr& l : live) fused.results.push_back(vals[l->value]);
+      for (uint32_t v : outputs) fused.results.push_back(vals[v]);
       return fused;
     });
-    outs = Execute(*exe, externals, device_);
+    outs = Execute(*exe, params, device_);
   } catch (const rt::Error&) {
-    Replay(ops, externals, live, values.size());
-    return;
-  } catch (const std::exception& e) {
-    // Not a program failure (a bug of ours): the values are lost, and say why when read.
-    auto why = std::make_shared<const std::string>(std::string("tpu: internal error: ") + e.what());
-    for (const LazyPtr& l : live) l->error = why;
-    throw;
+    return Replay(t, idx);
   }
-  for (size_t k = 0; k < live.size(); ++k) {
-    live[k]->buf = std::move(outs[k]);
-    live[k]->ready.store(true, std::memory_order_release);
-  }
+  for (size_t k = 0; k < outputs.size(); ++k) t.computed[outputs[k]] = std::move(outs[k]);
+  return std::nullopt;
 }
 
-void Trace::Replay(const std::vector<Op>& ops, const std::vector<rt::BufferPtr>& externals,
-                   const std::vector<LazyPtr>& live, size_t num_values) {
-  std::vector<rt::BufferPtr> vals(num_values);
-  std::vector<std::shared_ptr<const std::string>> lost(num_values);
+std::optional<OpError> Trace::Replay(Taken& t, const std::vector<size_t>& idx) {
   std::optional<OpError> first;
-  for (const Op& op : ops) {
+  for (size_t i : idx) {
+    const Op& op = t.ops[i];
     std::vector<rt::BufferPtr> args;
     std::shared_ptr<const std::string> cause;
     for (int64_t src : op.inputs) {
       if (src >= 0) {
-        args.push_back(externals[src]);
+        args.push_back(t.externals[src]);
       } else {
-        args.push_back(vals[~src]);
-        if (lost[~src]) cause = lost[~src];
+        args.push_back(t.computed[~src]);
+        if (t.lost[~src]) cause = t.lost[~src];
       }
     }
     size_t n = op.g->results.size();
     if (!cause) {
       try {
         std::vector<rt::BufferPtr> outs = Run(*op.g, args, device_);
-        std::move(outs.begin(), outs.end(), vals.begin() + op.first_value);
+        std::move(outs.begin(), outs.end(), t.computed.begin() + op.first_value);
         continue;
       } catch (const rt::Error& e) {
-        std::string what = op.name;
-        if (op.origin) what += " (recorded at " + op.origin->Describe() + ")";
-        OpError err = DescribeFailure(e, what);
+        OpError err = DescribeFailure(e, Describe(op.name, op.origin));
         if (!first) first = err;
         cause = std::make_shared<const std::string>(err.what());
       }
     }
-    std::fill(lost.begin() + op.first_value, lost.begin() + op.first_value + n, cause);
+    std::fill(t.lost.begin() + op.first_value, t.lost.begin() + op.first_value + n, cause);
   }
-  for (const LazyPtr& l : live) {
-    if (lost[l->value]) {
-      l->error = lost[l->value];
-    } else {
-      l->buf = vals[l->value];
-      l->ready.store(true, std::memory_order_release);
-    }
-  }
-  if (first) throw *first;
+  return first;
 }
 
 namespace {

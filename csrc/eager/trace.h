@@ -10,10 +10,12 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "eager/executor.h"
 #include "eager/lazy.h"
 #include "eager/origin.h"
 
@@ -38,25 +40,32 @@ class Trace {
  private:
   struct Op {
     std::shared_ptr<const ir::Graph> g;
+    ir::Hash128 hash;
     std::vector<int64_t> inputs;  // >= 0: external index; < 0: ~value (a result of an earlier op)
     uint32_t first_value = 0;     // this op's results are values first_value, first_value + 1, ...
     std::string name;
     OriginPtr origin;
   };
-  struct Key {
-    uint64_t a = 0x9e3779b97f4a7c15ULL, b = 0xc2b2ae3d27d4eb4fULL;
-    void Mix(uint64_t x) {
-      a = (a ^ x) * 0x100000001b3ULL;
-      b = ((b ^ x) + 0x7f4a7c159e3779b9ULL) * 0xff51afd7ed558ccdULL;
-    }
+  // What a flush takes out of the trace.
+  struct Taken {
+    std::vector<Op> ops;
+    std::vector<rt::BufferPtr> externals;
+    std::vector<LazyPtr> live;            // per value: the value, if anything still holds it
+    std::vector<uint32_t> value_op;       // per value: the op that produces it
+    std::vector<rt::BufferPtr> computed;  // per value: its buffer, once a program returned it
+    std::vector<std::shared_ptr<const std::string>> lost;  // per value: why it was not computed
   };
 
   int64_t External(const rt::BufferPtr& buf);
-  void FlushLocked();
-  // Runs the ops one by one after the fused program failed: every value that does not depend on
-  // the failing op is computed; the failure is raised naming the op and where it was recorded.
-  void Replay(const std::vector<Op>& ops, const std::vector<rt::BufferPtr>& externals,
-              const std::vector<LazyPtr>& live, size_t num_values);
+  // Runs everything recorded. With `wanted` (a host read), the ops `wanted` depends on run first
+  // as their own program, so the read returns while the rest of the trace still runs.
+  void FlushLocked(const Lazy* wanted = nullptr);
+  // Runs the ops with part[i] == which as one program; returns the failure, if any.
+  std::optional<OpError> RunPart(Taken& t, const std::vector<char>& part, char which,
+                                 const std::vector<char>& needed_later);
+  // Runs a part op by op after its program failed: every value that does not depend on the
+  // failing op is computed; returns the first failure, naming the op and where it was recorded.
+  std::optional<OpError> Replay(Taken& t, const std::vector<size_t>& ops);
   // Loop detection over the recent op hashes.
   void NoteOp(uint64_t h);
   bool RepeatsLastSpan() const;
@@ -68,7 +77,7 @@ class Trace {
   std::vector<rt::BufferPtr> externals_;
   std::unordered_map<const rt::Buffer*, int64_t> external_index_;
   std::vector<std::weak_ptr<Lazy>> values_;
-  Key key_;
+  std::vector<uint32_t> value_op_;
 
   std::deque<uint64_t> history_;  // hashes of the most recent ops, across flushes
   size_t period_ = 0;             // detected loop length in ops (0: none)

@@ -263,8 +263,11 @@ ExecutablePtr Client::Compile(const std::string& mlir, std::vector<ShapedType> o
   args->compile_options = kPortableOptions;
   args->compile_options_size = sizeof(kPortableOptions);
   TPU_PJRT(api_, Client_Compile, args);
-  PJRT_LoadedExecutable* loaded = args->executable;
+  return Checked(args->executable, std::move(outputs));
+}
 
+ExecutablePtr Client::Checked(PJRT_LoadedExecutable* loaded, std::vector<ShapedType> outputs) {
+  auto exe = std::make_shared<Executable>(this, loaded, std::move(outputs));
   Args<PJRT_LoadedExecutable_GetExecutable_Args> get;
   get->loaded_executable = loaded;
   TPU_PJRT(api_, LoadedExecutable_GetExecutable, get);
@@ -275,9 +278,9 @@ ExecutablePtr Client::Compile(const std::string& mlir, std::vector<ShapedType> o
   Args<PJRT_Executable_Destroy_Args> destroy;
   destroy->executable = get->executable;
   TPU_PJRT(api_, Executable_Destroy, destroy);
-  auto exe = std::make_shared<Executable>(this, loaded, std::move(outputs));
+  // Execute sizes its output list from `outputs`: a program with other outputs must never run.
   if (exe->outputs().size() != n) {
-    throw Error(13, "compiled program has " + std::to_string(n) + " outputs, expected " +
+    throw Error(13, "program has " + std::to_string(n) + " outputs, expected " +
                         std::to_string(exe->outputs().size()));
   }
   return exe;
@@ -312,7 +315,7 @@ ExecutablePtr Client::Deserialize(const std::string& bytes, std::vector<ShapedTy
   args->serialized_executable = bytes.data();
   args->serialized_executable_size = bytes.size();
   TPU_PJRT(api_, Executable_DeserializeAndLoad, args);
-  return std::make_shared<Executable>(this, args->loaded_executable, std::move(outputs));
+  return Checked(args->loaded_executable, std::move(outputs));
 }
 
 std::vector<BufferPtr> Client::Execute(const Executable& exe, const std::vector<PJRT_Buffer*>& in,

@@ -129,6 +129,9 @@ class Client {
   void Track(int device, int64_t delta);
 
  private:
+  // Wraps a loaded executable, refusing one whose output count is not outputs.size().
+  ExecutablePtr Checked(PJRT_LoadedExecutable* loaded, std::vector<ShapedType> outputs);
+
   const PJRT_Api* api_ = nullptr;
   PJRT_Client* client_ = nullptr;
   std::vector<PJRT_Device*> devices_;

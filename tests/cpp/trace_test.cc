@@ -64,6 +64,21 @@ TEST_F(TraceTest, RecordsThenRunsOneProgram) {
   EXPECT_EQ(TraceOf(0).pending_ops(), 0u);
 }
 
+TEST_F(TraceTest, AReadRunsWhatItNeedsFirstAndTheRestAfter) {
+  Metrics& m = GetMetrics();
+  LazyPtr x = Upload(1);
+  LazyPtr a = Affine(x, 2, 0);
+  LazyPtr b = Affine(Affine(x, 3, 0), 1, 1);  // independent of a
+  LazyPtr c = Affine(a, 1, 5);                // reads a, recorded after the read's cone
+  int64_t runs = m.executions;
+  EXPECT_EQ(Read(a), 2.0f);
+  EXPECT_EQ(m.executions, runs + 2);  // a's cone, then the rest
+  EXPECT_TRUE(b->ready.load());
+  EXPECT_EQ(Read(b), 4.0f);
+  EXPECT_EQ(Read(c), 7.0f);
+  EXPECT_EQ(m.executions, runs + 2);
+}
+
 TEST_F(TraceTest, ValuesNobodyHoldsAreNotComputed) {
   Metrics& m = GetMetrics();
   LazyPtr x = Upload(1);
