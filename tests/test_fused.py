@@ -51,6 +51,8 @@ READS = {
     "print": lambda t: print(t, file=io.StringIO()),
     "if": lambda t: 1 if (t > 0).all() else 0,
     "synchronize": lambda t: torch.tpu.synchronize(),
+    "event": lambda t: torch.tpu.Event().record(),
+    "memory stats": lambda t: torch.tpu.memory_allocated(),
 }
 
 

@@ -76,6 +76,7 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
     if (*event == nullptr) *event = new EventState();
     auto* e = static_cast<EventState*>(*event);
     e->device = stream.device_index();
+    eager::Flush(e->device);  // an event marks all work so far, including recorded ops
     e->last = eager::LastOutput(e->device);
     e->done_ns = std::make_shared<std::atomic<int64_t>>(0);
     auto last = e->last.lock();
@@ -107,6 +108,7 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return static_cast<double>(b->done_ns->load() - a->done_ns->load()) * 1e-6;
   }
   bool queryStream(const c10::Stream& s) const override {
+    eager::Flush(s.device_index());
     auto last = eager::LastOutput(s.device_index()).lock();
     return !last || last->IsReady();
   }

@@ -2,8 +2,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <list>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -19,9 +21,14 @@ namespace {
 rt::Client* g_client = nullptr;
 std::atomic<int> g_mode{static_cast<int>(Mode::kFused)};
 
+// Loaded executables, least recently used last. The number is bounded: every loaded program
+// holds JIT code mappings, and a process that runs out of them (vm.max_map_count) cannot load
+// another; an evicted program comes back from the persistent cache.
 struct ExecutableCache {
+  using Entry = std::pair<ir::Hash128, rt::ExecutablePtr>;
   std::mutex mu;
-  std::unordered_map<ir::Hash128, rt::ExecutablePtr, ir::Hash128Hasher> map;
+  std::list<Entry> lru;
+  std::unordered_map<ir::Hash128, std::list<Entry>::iterator, ir::Hash128Hasher> map;
 };
 ExecutableCache& Cache() {
   static auto* c = new ExecutableCache();
@@ -193,21 +200,56 @@ rt::Client& Client() {
   return *g_client;
 }
 
+namespace {
+size_t MaxLoadedPrograms() {
+  static const size_t n = [] {
+    const char* env = std::getenv("TORCHTPU_MAX_LOADED_PROGRAMS");
+    size_t v = env ? std::strtoull(env, nullptr, 10) : 0;
+    return v > 0 ? v : size_t{1000};
+  }();
+  return n;
+}
+}  // namespace
+
 rt::ExecutablePtr Executable(const ir::Hash128& key, const std::function<ir::Graph()>& build) {
+  ExecutableCache& cache = Cache();
   {
-    std::lock_guard<std::mutex> lock(Cache().mu);
-    auto it = Cache().map.find(key);
-    if (it != Cache().map.end()) {
+    std::lock_guard<std::mutex> lock(cache.mu);
+    auto it = cache.map.find(key);
+    if (it != cache.map.end()) {
       GetMetrics().cache_hits++;
-      return it->second;
+      cache.lru.splice(cache.lru.begin(), cache.lru, it->second);
+      return it->second->second;
     }
   }
   // The disk cache is keyed by the program's own structural hash: `key` may be a fused trace's
   // key, whose meaning is private to this build of torchtpu.
   ir::Graph g = build();
   rt::ExecutablePtr exe = LoadOrCompile(g, ir::StructuralHash(g));
-  std::lock_guard<std::mutex> lock(Cache().mu);
-  Cache().map.emplace(key, exe);
+  std::vector<rt::ExecutablePtr> evicted;
+  {
+    std::lock_guard<std::mutex> lock(cache.mu);
+    if (cache.map.find(key) == cache.map.end()) {
+      cache.lru.emplace_front(key, exe);
+      cache.map.emplace(key, cache.lru.begin());
+    }
+    while (cache.lru.size() > MaxLoadedPrograms()) {
+      cache.map.erase(cache.lru.back().first);
+      evicted.push_back(std::move(cache.lru.back().second));
+      cache.lru.pop_back();
+    }
+  }
+  if (!evicted.empty()) {
+    // An evicted program may still be running: let all issued work finish before unloading it.
+    std::vector<std::shared_ptr<rt::Buffer>> last;
+    {
+      std::lock_guard<std::mutex> lock(Last().mu);
+      for (auto& [device, weak] : Last().last) {
+        if (auto b = weak.lock()) last.push_back(std::move(b));
+      }
+    }
+    for (const auto& b : last) b->Await();
+  }
   return exe;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 
 #include "eager/executor.h"
@@ -323,7 +324,11 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
       return fused;
     });
     outs = Execute(*exe, params, device_);
-  } catch (const rt::Error&) {
+  } catch (const rt::Error& e) {
+    if (std::getenv("TORCHTPU_FUSED_DEBUG") != nullptr) {
+      std::fprintf(stderr, "torchtpu: a fused program of %zu ops failed; replaying them: %.400s\n",
+                   idx.size(), e.what());
+    }
     return Replay(t, idx);
   }
   for (size_t k = 0; k < outputs.size(); ++k) t.computed[outputs[k]] = std::move(outs[k]);

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <numeric>
 
 #include "runtime/pjrt_call.h"
@@ -23,6 +25,9 @@ void ThrowIfError(const PJRT_Api* api, PJRT_Error* err, const char* what) {
   Args<PJRT_Error_Destroy_Args> destroy;
   destroy->error = err;
   api->PJRT_Error_Destroy(destroy.get());
+  if (std::getenv("TORCHTPU_DEBUG_PJRT") != nullptr) {
+    std::fprintf(stderr, "torchtpu: %s failed: %.500s\n", what, text.c_str());
+  }
   throw Error(c, std::string(what) + ": " + text);
 }
 

@@ -44,6 +44,20 @@ TEST(Runtime, CompileAndExecuteOnEachDevice) {
   }
 }
 
+TEST(Runtime, ExecutableWithOtherOutputsIsRefused) {
+  const char* text = R"(module @m {
+  func.func public @main(%a: tensor<3xf32>) -> (tensor<3xf32>) {
+    "func.return"(%a) : (tensor<3xf32>) -> ()
+  }
+})";
+  ExecutablePtr exe = TestClient().Compile(text, {{DType::kF32, {3}}});
+  std::string bytes = TestClient().Serialize(*exe);
+  EXPECT_NE(TestClient().Deserialize(bytes, {{DType::kF32, {3}}}), nullptr);
+  // Running it with room for two outputs would let PJRT write past the output list.
+  EXPECT_THROW(TestClient().Deserialize(bytes, {{DType::kF32, {3}}, {DType::kF32, {3}}}), Error);
+  EXPECT_THROW(TestClient().Compile(text, {}), Error);
+}
+
 TEST(Runtime, CompileErrorBecomesException) {
   try {
     TestClient().Compile("module { this is not mlir }", {});
