@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "eager/executor.h"
 
@@ -57,6 +58,13 @@ std::vector<LazyPtr> Trace::Record(ir::Graph g, const std::vector<LazyPtr>& inpu
     if (in->device != device_ && !in->ready.load(std::memory_order_acquire)) Materialize(in);
   }
   std::lock_guard<std::mutex> lock(mu_);
+  // Another thread starts recording (autograd's device thread begins a backward pass, or the
+  // main thread takes over again for the optimizer): what is recorded so far starts running
+  // now, while the new thread records. A training step's forward runs while its backward is
+  // recorded, and its backward while the optimizer step is recorded.
+  std::thread::id self = std::this_thread::get_id();
+  if (self != recorder_ && !ops_.empty()) FlushLocked();
+  recorder_ = self;
   Op rec;
   ir::Hash128 h = ir::StructuralHash(g);
   rec.hash = h;

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -78,6 +79,7 @@ class Trace {
   std::unordered_map<const rt::Buffer*, int64_t> external_index_;
   std::vector<std::weak_ptr<Lazy>> values_;
   std::vector<uint32_t> value_op_;
+  std::thread::id recorder_;  // the thread that recorded the last op
 
   std::deque<uint64_t> history_;  // hashes of the most recent ops, across flushes
   size_t period_ = 0;             // detected loop length in ops (0: none)

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 #include "eager/executor.h"
@@ -77,6 +78,19 @@ TEST_F(TraceTest, AReadRunsWhatItNeedsFirstAndTheRestAfter) {
   EXPECT_EQ(Read(b), 4.0f);
   EXPECT_EQ(Read(c), 7.0f);
   EXPECT_EQ(m.executions, runs + 2);
+}
+
+TEST_F(TraceTest, AnotherRecordingThreadStartsWhatIsRecorded) {
+  Metrics& m = GetMetrics();
+  LazyPtr x = Upload(1);
+  LazyPtr a = Affine(x, 2, 0);  // recorded here
+  int64_t runs = m.executions;
+  LazyPtr b;
+  std::thread([&] { b = Affine(a, 1, 1); }).join();  // as autograd's device thread would
+  EXPECT_EQ(m.executions, runs + 1);                  // `a` is running already
+  EXPECT_TRUE(a->ready.load());
+  EXPECT_FALSE(b->ready.load());
+  EXPECT_EQ(Read(b), 3.0f);
 }
 
 TEST_F(TraceTest, ValuesNobodyHoldsAreNotComputed) {
