@@ -87,7 +87,7 @@ TEST_F(TraceTest, AnotherRecordingThreadStartsWhatIsRecorded) {
   int64_t runs = m.executions;
   LazyPtr b;
   std::thread([&] { b = Affine(a, 1, 1); }).join();  // as autograd's device thread would
-  EXPECT_EQ(m.executions, runs + 1);                  // `a` is running already
+  EXPECT_EQ(m.executions, runs + 1);                 // `a` is running already
   EXPECT_TRUE(a->ready.load());
   EXPECT_FALSE(b->ready.load());
   EXPECT_EQ(Read(b), 3.0f);
