@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -55,7 +56,9 @@ std::vector<LazyPtr> Trace::Record(ir::Graph g, const std::vector<LazyPtr>& inpu
                                    OriginPtr origin) {
   // Values pending on another device are computed there first (never under our lock).
   for (const LazyPtr& in : inputs) {
-    if (in->device != device_ && !in->ready.load(std::memory_order_acquire)) Materialize(in);
+    if (in->device != device_ && !in->ready.load(std::memory_order_acquire)) {
+      eager::Materialize(in);  // that device's trace, not this one
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   // Another thread starts recording (autograd's device thread begins a backward pass, or the
@@ -73,8 +76,6 @@ std::vector<LazyPtr> Trace::Record(ir::Graph g, const std::vector<LazyPtr>& inpu
     int64_t src;
     if (in->ready.load(std::memory_order_acquire)) {
       src = External(in->buf);
-    } else if (in->device != device_) {
-      src = External(TraceOf(in->device).Materialize(in));
     } else if (in->error) {
       throw OpError(*in->error, false);
     } else {
@@ -375,25 +376,24 @@ std::optional<OpError> Trace::Replay(Taken& t, const std::vector<size_t>& idx) {
 }
 
 namespace {
-std::mutex g_traces_mu;
-std::array<Trace*, 64> g_traces{};  // live until exit, like the client
+std::mutex g_traces_mu;                          // taken only to create a trace
+std::array<std::atomic<Trace*>, 64> g_traces{};  // live until exit, like the client
 }  // namespace
 
 Trace& TraceOf(int device) {
+  std::atomic<Trace*>& slot = g_traces.at(static_cast<size_t>(device));
+  if (Trace* t = slot.load(std::memory_order_acquire)) return *t;  // every op takes this path
   std::lock_guard<std::mutex> lock(g_traces_mu);
-  Trace*& t = g_traces.at(static_cast<size_t>(device));
-  if (t == nullptr) t = new Trace(device);
-  return *t;
+  if (slot.load(std::memory_order_relaxed) == nullptr) {
+    slot.store(new Trace(device), std::memory_order_release);
+  }
+  return *slot.load(std::memory_order_relaxed);
 }
 
 void FlushAllTraces() {
-  std::vector<Trace*> all;
-  {
-    std::lock_guard<std::mutex> lock(g_traces_mu);
-    for (Trace* t : g_traces)
-      if (t) all.push_back(t);
+  for (auto& slot : g_traces) {
+    if (Trace* t = slot.load(std::memory_order_acquire)) t->Flush();
   }
-  for (Trace* t : all) t->Flush();
 }
 
 }  // namespace tpu::eager

@@ -1,5 +1,6 @@
 // Fused mode's pending trace, one per device: ops are recorded instead of run, and at a flush
-// point the whole trace becomes one program (compiled once, then found by its structural key).
+// point the trace becomes one program, or two when a read runs its own dependencies first
+// (compiled once, then found by a key built while recording).
 //
 // Only values still referenced outside the trace (live tensors) become program results, so
 // temporaries never reach device memory. The trace is cut at host reads, explicit syncs, a size
