@@ -45,7 +45,9 @@ def _register() -> None:
     from . import _C, device_module
 
     platform, plugin = _platform.resolve()
-    count = int(os.environ.get("TORCHTPU_CPU_DEVICES", "1"))
+    # Under torchrun each local rank gets its own device: tpu:LOCAL_RANK exists on CPU too.
+    default_count = os.environ.get("LOCAL_WORLD_SIZE", "1") if platform == "cpu" else "1"
+    count = int(os.environ.get("TORCHTPU_CPU_DEVICES", default_count))
     _C._init(plugin, platform, count)
     warning = _C._configure_cache(_cache_dir(), __version__, _cache_max_bytes())
     if warning:
@@ -68,14 +70,33 @@ def _register() -> None:
         torch._register_device_module("tpu", device_module)
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
 
+    import torch.distributed as dist
+
+    if dist.is_available():
+        from . import distributed
+
+        distributed.register()
+
 
 _register()
 
 from . import _C
 
 
+_local_rank_device_set = False
+
+
 def get_device(index: int | None = None) -> torch.device:
-    """The tpu device to use: `device = torchtpu.get_device()`."""
+    """The tpu device to use: `device = torchtpu.get_device()`. Under torchrun the first call
+    makes the local rank's device current (as `torch.cuda.set_device(local_rank)` would)."""
+    global _local_rank_device_set
+    if index is None and not _local_rank_device_set:
+        _local_rank_device_set = True
+        from .distributed import local_rank_device
+
+        d = local_rank_device()
+        if d is not None:
+            torch.tpu.set_device(d.index)
     return torch.device("tpu", torch.tpu.current_device() if index is None else index)
 
 

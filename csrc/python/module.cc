@@ -9,6 +9,7 @@
 #include "aten/generator.h"
 #include "eager/executor.h"
 #include "eager/trace.h"
+#include "python/distributed.h"
 #include "python/origin.h"
 
 namespace py = pybind11;
@@ -70,6 +71,7 @@ aten::TpuGenerator* Gen(int device) {
 
 PYBIND11_MODULE(_C, m) {
   using namespace tpu;
+  python::RegisterDistributed(m);
   m.def("_init", &Init);
   m.def("_initialized", &eager::Initialized);
   m.def("device_count", [] { return eager::Configured() ? eager::Client().device_count() : 0; });

@@ -47,11 +47,116 @@ void AwaitEvent(const PJRT_Api* api, PJRT_Event* event, const char* what) {
 
 PJRT_Buffer_Type ToPjrt(DType t) { return static_cast<PJRT_Buffer_Type>(t); }
 
-// Single device, portable (runs on any device given at Execute): CompileOptionsProto with
-// executable_build_options {num_replicas: 1, num_partitions: 1}, compile_portable_executable.
-const char kPortableOptions[] = {0x1a, 0x04, 0x20, 0x01, 0x28, 0x01, 0x20, 0x01};
+// Protocol-buffer encoding, enough for CompileOptionsProto (no protobuf dependency).
+void Varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+void VarintField(std::string& out, int field, uint64_t v) {
+  Varint(out, static_cast<uint64_t>(field) << 3);
+  Varint(out, v);
+}
+void BytesField(std::string& out, int field, const std::string& bytes) {
+  Varint(out, (static_cast<uint64_t>(field) << 3) | 2);
+  Varint(out, bytes.size());
+  out += bytes;
+}
+
+// Key-value callbacks over a KeyValueStore; errors go back through the plugin's callback_error.
+template <typename A>
+PJRT_Error* KvFailed(A* args, PJRT_Error_Code code, const std::string& msg) {
+  return (*args->callback_error)(code, msg.data(), msg.size());
+}
+void FreeValue(char* v) { delete[] v; }
+char* CopyOut(const std::string& v) {
+  char* out = new char[v.size() + 1];
+  std::memcpy(out, v.data(), v.size());
+  return out;
+}
+PJRT_Error* KvGet(PJRT_KeyValueGetCallback_Args* args) {
+  try {
+    auto* kv = static_cast<KeyValueStore*>(args->user_arg);
+    std::string v = kv->Get(std::string(args->key, args->key_size), args->timeout_in_ms);
+    args->value = CopyOut(v);
+    args->value_size = v.size();
+    args->value_deleter_callback = &FreeValue;
+    return nullptr;
+  } catch (const std::exception& e) {
+    return KvFailed(args, PJRT_Error_Code_DEADLINE_EXCEEDED, e.what());
+  }
+}
+PJRT_Error* KvTryGet(PJRT_KeyValueTryGetCallback_Args* args) {
+  try {
+    auto* kv = static_cast<KeyValueStore*>(args->user_arg);
+    std::string v;
+    std::string key(args->key, args->key_size);
+    if (!kv->TryGet(key, &v)) return KvFailed(args, PJRT_Error_Code_NOT_FOUND, key);
+    args->value = CopyOut(v);
+    args->value_size = v.size();
+    args->value_deleter_callback = &FreeValue;
+    return nullptr;
+  } catch (const std::exception& e) {
+    return KvFailed(args, PJRT_Error_Code_INTERNAL, e.what());
+  }
+}
+PJRT_Error* KvPut(PJRT_KeyValuePutCallback_Args* args) {
+  try {
+    static_cast<KeyValueStore*>(args->user_arg)
+        ->Put(std::string(args->key, args->key_size), std::string(args->value, args->value_size));
+    return nullptr;
+  } catch (const std::exception& e) {
+    return KvFailed(args, PJRT_Error_Code_INTERNAL, e.what());
+  }
+}
+
+int DeviceId(const PJRT_Api* api, PJRT_Device* device) {
+  Args<PJRT_Device_GetDescription_Args> desc;
+  desc->device = device;
+  TPU_PJRT(api, Device_GetDescription, desc);
+  Args<PJRT_DeviceDescription_Id_Args> id;
+  id->device_description = desc->device_description;
+  TPU_PJRT(api, DeviceDescription_Id, id);
+  return id->id;
+}
 
 }  // namespace
+
+std::vector<std::pair<std::string, int64_t>> CreateOptions(const ClientOptions& o) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  if (o.platform == "cpu") out.emplace_back("cpu_device_count", o.cpu_device_count);
+  // libtpu finds its peers itself; the GPU plugin is told who it is and meets through kv.
+  if (o.platform == "cuda" && o.num_nodes > 1) {
+    out.emplace_back("node_id", o.node_id);
+    out.emplace_back("num_nodes", o.num_nodes);
+  }
+  return out;
+}
+
+std::string CompileOptionsBytes(const std::vector<int>& device_ids) {
+  std::string build;  // ExecutableBuildOptionsProto
+  std::string out;    // CompileOptionsProto
+  if (device_ids.empty()) {
+    VarintField(build, 4, 1);  // num_replicas
+    VarintField(build, 5, 1);  // num_partitions
+    BytesField(out, 3, build);
+    VarintField(out, 4, 1);  // compile_portable_executable
+    return out;
+  }
+  std::string computation;  // DeviceAssignmentProto.ComputationDevice
+  for (int id : device_ids) VarintField(computation, 1, static_cast<uint64_t>(id));
+  std::string assignment;  // DeviceAssignmentProto
+  VarintField(assignment, 1, device_ids.size());  // replica_count
+  VarintField(assignment, 2, 1);                  // computation_count
+  BytesField(assignment, 3, computation);
+  VarintField(build, 4, device_ids.size());  // num_replicas
+  VarintField(build, 5, 1);                  // num_partitions
+  BytesField(build, 9, assignment);          // device_assignment
+  BytesField(out, 3, build);
+  return out;
+}
 
 Buffer::Buffer(Client* client, PJRT_Buffer* raw, DType dtype, std::vector<int64_t> dims, int device)
     : client_(client), raw_(raw), dtype_(dtype), dims_(std::move(dims)), device_(device) {
@@ -176,21 +281,30 @@ Client::Client(const ClientOptions& options) : plugin_path_(options.plugin_path)
   TPU_PJRT(api_, Plugin_Initialize, init);
 
   // Named values are indexed by the plugin with the header's stride: exact layout, no padding.
+  std::vector<std::pair<std::string, int64_t>> named = CreateOptions(options);
   std::vector<PJRT_NamedValue> create;
-  static const char kCount[] = "cpu_device_count";
-  if (options.platform == "cpu") {
+  for (const auto& [key, value] : named) {
     PJRT_NamedValue v{};
     v.struct_size = PJRT_NamedValue_STRUCT_SIZE;
-    v.name = kCount;
-    v.name_size = sizeof(kCount) - 1;
+    v.name = key.c_str();
+    v.name_size = key.size();
     v.type = PJRT_NamedValue_kInt64;
-    v.int64_value = options.cpu_device_count;
+    v.int64_value = value;
     v.value_size = 1;
     create.push_back(v);
   }
   Args<PJRT_Client_Create_Args> args;
   args->create_options = create.data();
   args->num_options = create.size();
+  kv_store_ = options.kv_store;
+  if (kv_store_) {
+    args->kv_get_callback = &KvGet;
+    args->kv_get_user_arg = kv_store_.get();
+    args->kv_try_get_callback = &KvTryGet;
+    args->kv_try_get_user_arg = kv_store_.get();
+    args->kv_put_callback = &KvPut;
+    args->kv_put_user_arg = kv_store_.get();
+  }
   TPU_PJRT(api_, Client_Create, args);
   client_ = args->client;
 
@@ -205,6 +319,11 @@ Client::Client(const ClientOptions& options) : plugin_path_(options.plugin_path)
   devices_.assign(devs->addressable_devices,
                   devs->addressable_devices + devs->num_addressable_devices);
   counters_ = std::make_unique<Counters[]>(devices_.size());
+  for (PJRT_Device* d : devices_) device_ids_.push_back(DeviceId(api_, d));
+  Args<PJRT_Client_Devices_Args> all;
+  all->client = client_;
+  TPU_PJRT(api_, Client_Devices, all);
+  global_device_count_ = static_cast<int>(all->num_devices);
 
   if (platform_name_ == "cpu") {
     memory_limit_ = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
@@ -256,6 +375,12 @@ BufferPtr Client::FromHost(const void* data, DType dtype, const std::vector<int6
 }
 
 ExecutablePtr Client::Compile(const std::string& mlir, std::vector<ShapedType> outputs) {
+  return CompileReplicated(mlir, std::move(outputs), {});
+}
+
+ExecutablePtr Client::CompileReplicated(const std::string& mlir, std::vector<ShapedType> outputs,
+                                        const std::vector<int>& device_ids) {
+  const std::string options = CompileOptionsBytes(device_ids);
   Args<PJRT_Program> program;
   static const char kFormat[] = "mlir";
   program->code = const_cast<char*>(mlir.data());
@@ -265,8 +390,8 @@ ExecutablePtr Client::Compile(const std::string& mlir, std::vector<ShapedType> o
   Args<PJRT_Client_Compile_Args> args;
   args->client = client_;
   args->program = program.get();
-  args->compile_options = kPortableOptions;
-  args->compile_options_size = sizeof(kPortableOptions);
+  args->compile_options = options.data();
+  args->compile_options_size = options.size();
   TPU_PJRT(api_, Client_Compile, args);
   return Checked(args->executable, std::move(outputs));
 }
@@ -292,7 +417,7 @@ ExecutablePtr Client::Checked(PJRT_LoadedExecutable* loaded, std::vector<ShapedT
 }
 
 std::string Client::CompileOptions() {
-  return std::string(kPortableOptions, sizeof(kPortableOptions));
+  return CompileOptionsBytes({});
 }
 
 std::string Client::Serialize(const Executable& exe) {
@@ -344,6 +469,40 @@ std::vector<BufferPtr> Client::Execute(const Executable& exe, const std::vector<
   for (size_t i = 0; i < outs.size(); ++i) {
     const ShapedType& t = exe.outputs()[i];
     result.push_back(std::make_shared<Buffer>(this, outs[i], t.dtype, t.dims, device));
+  }
+  return result;
+}
+
+std::vector<std::vector<BufferPtr>> Client::ExecuteReplicated(
+    const Executable& exe, const std::vector<std::vector<PJRT_Buffer*>>& in,
+    const std::vector<int>& devices) {
+  const size_t n = in.size();
+  const size_t num_outputs = exe.outputs().size();
+  if (devices.size() != n) throw Error(3, "ExecuteReplicated: one device per argument list");
+  std::vector<std::vector<PJRT_Buffer*>> outs(n, std::vector<PJRT_Buffer*>(num_outputs));
+  std::vector<PJRT_Buffer* const*> arg_lists;
+  std::vector<PJRT_Buffer**> out_lists;
+  for (size_t i = 0; i < n; ++i) {
+    if (in[i].size() != in[0].size()) throw Error(3, "ExecuteReplicated: ragged argument lists");
+    arg_lists.push_back(in[i].data());
+    out_lists.push_back(outs[i].data());
+  }
+  Args<PJRT_ExecuteOptions> options;
+  Args<PJRT_LoadedExecutable_Execute_Args> args;
+  args->executable = exe.raw();
+  args->options = options.get();
+  args->argument_lists = arg_lists.data();
+  args->num_devices = n;
+  args->num_args = n == 0 ? 0 : in[0].size();
+  args->output_lists = out_lists.data();
+  TPU_PJRT(api_, LoadedExecutable_Execute, args);
+
+  std::vector<std::vector<BufferPtr>> result(n);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < num_outputs; ++j) {
+      const ShapedType& t = exe.outputs()[j];
+      result[i].push_back(std::make_shared<Buffer>(this, outs[i][j], t.dtype, t.dims, devices[i]));
+    }
   }
   return result;
 }

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/dtype.h"
@@ -90,11 +91,34 @@ struct MemoryStats {
   int64_t limit = 0;  // 0 when the plugin does not say
 };
 
+// The key-value store a multi-process client exchanges its topology through (the c10d Store
+// under torch.distributed). Calls come from plugin threads: implementations are thread-safe.
+class KeyValueStore {
+ public:
+  virtual ~KeyValueStore() = default;
+  // Blocks until `key` exists or `timeout_ms` passes (then throws).
+  virtual std::string Get(const std::string& key, int timeout_ms) = 0;
+  // False at once when `key` does not exist.
+  virtual bool TryGet(const std::string& key, std::string* value) = 0;
+  virtual void Put(const std::string& key, const std::string& value) = 0;
+};
+
 struct ClientOptions {
   std::string plugin_path;  // the .so that exports GetPjrtApi
   std::string platform;     // "cpu", "cuda", "tpu"
   int cpu_device_count = 1;
+  // One client spanning processes (plugins that can: XLA:GPU; libtpu finds its peers itself):
+  // this process is node `node_id` of `num_nodes`, and they meet through `kv_store`.
+  int node_id = 0;
+  int num_nodes = 1;
+  std::shared_ptr<KeyValueStore> kv_store;
 };
+
+// The named create options for `o` as (name, value) pairs: what Client passes to the plugin.
+std::vector<std::pair<std::string, int64_t>> CreateOptions(const ClientOptions& o);
+// CompileOptionsProto bytes: one replica and portable when `device_ids` is empty, else one
+// replica per entry of `device_ids` (global PJRT device ids, in replica order).
+std::string CompileOptionsBytes(const std::vector<int>& device_ids);
 
 class Client {
  public:
@@ -105,6 +129,10 @@ class Client {
 
   const PJRT_Api* api() const { return api_; }
   int device_count() const { return static_cast<int>(devices_.size()); }
+  // The global PJRT id of local device `device` (what device assignments name).
+  int device_id(int device) const { return device_ids_.at(device); }
+  // Every device of the client, local or on other processes (a multi-process client).
+  int global_device_count() const { return global_device_count_; }
   const std::string& platform_name() const { return platform_name_; }
   const std::string& plugin_path() const { return plugin_path_; }
   int api_major() const { return api_major_; }
@@ -115,6 +143,10 @@ class Client {
   // Compiles StableHLO text for single-device, portable execution. `outputs` are the result
   // types of @main, checked against the executable.
   ExecutablePtr Compile(const std::string& mlir, std::vector<ShapedType> outputs);
+  // Compiles an N-replica program (collectives across replicas): replica r runs on the device
+  // with global id device_ids[r].
+  ExecutablePtr CompileReplicated(const std::string& mlir, std::vector<ShapedType> outputs,
+                                  const std::vector<int>& device_ids);
   // The executable as bytes (for the persistent cache), and back.
   std::string Serialize(const Executable& exe);
   ExecutablePtr Deserialize(const std::string& bytes, std::vector<ShapedType> outputs);
@@ -123,6 +155,11 @@ class Client {
   // Runs `exe` on `device`; returns its outputs (ready asynchronously).
   std::vector<BufferPtr> Execute(const Executable& exe, const std::vector<PJRT_Buffer*>& args,
                                  int device);
+  // Runs a replicated executable on its local devices (`devices`, local indices in the
+  // executable's replica order, one argument list each): one execution drives them all.
+  std::vector<std::vector<BufferPtr>> ExecuteReplicated(
+      const Executable& exe, const std::vector<std::vector<PJRT_Buffer*>>& args,
+      const std::vector<int>& devices);
   MemoryStats memory_stats(int device) const;
 
   // Live-bytes accounting done by Buffer.
@@ -135,6 +172,9 @@ class Client {
   const PJRT_Api* api_ = nullptr;
   PJRT_Client* client_ = nullptr;
   std::vector<PJRT_Device*> devices_;
+  std::vector<int> device_ids_;
+  int global_device_count_ = 0;
+  std::shared_ptr<KeyValueStore> kv_store_;  // outlives the client's use of its callbacks
   std::string platform_name_;
   std::string plugin_path_;
   int api_major_ = 0;

@@ -1,0 +1,135 @@
+// The c10d backend "tpu". Every collective is a StableHLO collective (lowering/collective.h)
+// when the group's ranks drive devices of one PJRT client (ranks as threads of one process);
+// across processes on a plugin that cannot span them (XLA:CPU) the same collectives travel
+// through a host backend (Gloo) on host copies, with the same semantics.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "lowering/collective.h"
+
+namespace tpu::dist {
+
+// The result of one collective on one rank: complete once its outputs hold their values.
+class TpuWork : public c10d::Work {
+ public:
+  TpuWork(int rank, c10d::OpType type, std::string what, std::string meeting, int group_size,
+          std::chrono::milliseconds timeout);
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  std::vector<at::Tensor> result() override;
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  void synchronize() override {}
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+  void Complete(std::vector<at::Tensor> outputs);
+  void Fail(const std::string& why);
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::string what_;
+  std::string meeting_;
+  int group_size_;
+  std::chrono::milliseconds timeout_;
+};
+
+class ProcessGroupTPU : public c10d::Backend {
+ public:
+  // `uid` is the same on every rank of the group and unique to it. `host` (Gloo over the same
+  // store), when given, carries every collective instead of XLA.
+  ProcessGroupTPU(int rank, int size, std::chrono::milliseconds timeout, std::string uid,
+                  c10::intrusive_ptr<c10d::Backend> host);
+
+  const std::string getBackendName() const override { return "tpu"; }
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+  const std::string& transport() const { return transport_; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_splits,
+                                               std::vector<int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+ private:
+  using Finish = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>& results)>;
+  // The XLA path: joins this collective's meeting with `inputs`; `finish` writes the rank's
+  // results (as tpu tensors) into the caller's outputs and returns them.
+  c10::intrusive_ptr<TpuWork> Xla(c10d::OpType type, const lowering::CollectiveSpec& spec,
+                                  const std::vector<at::Tensor>& inputs, Finish finish,
+                                  const std::string& meeting = "", int meeting_rank = -1);
+  // The host path: `run` issues the host backend's collective on `cpu` copies; when it
+  // completes, `finish` copies results back.
+  c10::intrusive_ptr<TpuWork> Host(c10d::OpType type, const std::string& what,
+                                   c10::intrusive_ptr<c10d::Work> host_work,
+                                   std::function<std::vector<at::Tensor>()> finish);
+  c10::intrusive_ptr<c10d::Work> Track(c10::intrusive_ptr<TpuWork> w);
+  lowering::CollectiveSpec Spec(lowering::Collective kind,
+                                const std::vector<at::Tensor>& operands) const;
+  c10::intrusive_ptr<c10d::Work> AllToAllUneven(at::Tensor& output, const at::Tensor& input,
+                                                const std::vector<int64_t>& output_splits,
+                                                const std::vector<int64_t>& input_splits);
+
+  std::chrono::milliseconds timeout_;
+  std::string uid_;
+  c10::intrusive_ptr<c10d::Backend> host_;
+  std::string transport_;
+  uint64_t seq_ = 0;
+  std::map<std::pair<int, int>, uint64_t> p2p_seq_;  // (src, dst) -> messages so far
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<TpuWork>> coalesced_;
+};
+
+}  // namespace tpu::dist

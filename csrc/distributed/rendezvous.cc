@@ -1,0 +1,89 @@
+#include "distributed/rendezvous.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+namespace tpu::dist {
+
+namespace {
+
+struct Meeting {
+  std::map<int, Part> parts;  // by rank
+};
+
+std::mutex g_mu;
+std::unordered_map<std::string, std::shared_ptr<Meeting>> g_meetings;
+
+// Why the parts cannot run as one program, or nothing.
+std::optional<std::string> Mismatch(const std::vector<Part>& parts) {
+  bool same = true;
+  for (const Part& p : parts) same &= p.signature == parts[0].signature;
+  if (!same) {
+    std::string msg = "ranks issued different collectives:";
+    for (size_t r = 0; r < parts.size(); ++r) {
+      msg += "\n  rank " + std::to_string(r) + ": " + parts[r].signature;
+    }
+    return msg;
+  }
+  for (size_t a = 0; a < parts.size(); ++a) {
+    for (size_t b = a + 1; b < parts.size(); ++b) {
+      if (parts[a].device == parts[b].device) {
+        return "ranks " + std::to_string(a) + " and " + std::to_string(b) +
+               " of one collective both use tpu:" + std::to_string(parts[a].device) +
+               " (each rank needs its own device: torch.tpu.set_device(rank))";
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void Join(const std::string& key, int size, int rank, Part part, const Launch& launch) {
+  std::vector<Part> parts;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto& m = g_meetings[key];
+    if (!m) m = std::make_shared<Meeting>();
+    m->parts[rank] = std::move(part);
+    if (static_cast<int>(m->parts.size()) < size) return;
+    for (auto& [r, p] : m->parts) parts.push_back(std::move(p));
+    g_meetings.erase(key);
+  }
+  std::optional<std::string> error = Mismatch(parts);
+  std::vector<std::vector<rt::BufferPtr>> outputs;
+  if (!error) {
+    try {
+      outputs = launch(parts);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  for (size_t r = 0; r < parts.size(); ++r) {
+    if (error) {
+      parts[r].done({}, &*error);
+    } else {
+      parts[r].done(std::move(outputs[r]), nullptr);
+    }
+  }
+}
+
+std::vector<int> Missing(const std::string& key, int size) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = g_meetings.find(key);
+  std::vector<int> missing;
+  for (int r = 0; r < size; ++r) {
+    if (it == g_meetings.end() || !it->second->parts.count(r)) missing.push_back(r);
+  }
+  return missing;
+}
+
+void Abandon(const std::string& key) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_meetings.erase(key);
+}
+
+}  // namespace tpu::dist

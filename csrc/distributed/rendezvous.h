@@ -1,0 +1,36 @@
+// Where the ranks of one collective meet when they are threads of one process, each driving
+// its own device of one PJRT client. Joining never blocks: the last rank to arrive launches
+// the program for everyone (one replicated execution) and hands each rank its results.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/client.h"
+
+namespace tpu::dist {
+
+struct Part {
+  int device = 0;         // the rank's local device
+  std::string signature;  // what the rank issued, compared across ranks
+  std::vector<rt::BufferPtr> inputs;
+  // Runs once, on the launching thread: the rank's results, or the reason there are none.
+  std::function<void(std::vector<rt::BufferPtr> outputs, const std::string* error)> done;
+};
+
+// Runs the program over every part (in meeting-rank order); returns each part's outputs.
+using Launch = std::function<std::vector<std::vector<rt::BufferPtr>>(const std::vector<Part>&)>;
+
+// Adds `part` as participant `rank` of the `size` participants of meeting `key`. The last to
+// join checks that every part issued the same signature on a distinct device, then calls
+// `launch` and every part's done.
+void Join(const std::string& key, int size, int rank, Part part, const Launch& launch);
+
+// The participants of meeting `key` that have not joined yet (all of them if none has).
+std::vector<int> Missing(const std::string& key, int size);
+
+// Forgets a meeting that timed out, so that a late rank does not launch it for nobody.
+void Abandon(const std::string& key);
+
+}  // namespace tpu::dist
