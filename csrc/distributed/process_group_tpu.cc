@@ -261,8 +261,7 @@ ProcessGroupTPU::ProcessGroupTPU(int rank, int size, std::chrono::milliseconds t
     : c10d::Backend(rank, size),
       timeout_(timeout),
       uid_(std::move(uid)),
-      host_(std::move(host)),
-      transport_(host_ ? "host:" + host_->getBackendName() : "xla") {}
+      host_(std::move(host)) {}
 
 void ProcessGroupTPU::startCoalescing() {
   coalescing_ = true;
@@ -341,7 +340,20 @@ c10::intrusive_ptr<TpuWork> ProcessGroupTPU::Host(c10d::OpType type, const std::
                                                   c10::intrusive_ptr<c10d::Work> host_work,
                                                   std::function<std::vector<at::Tensor>()> finish) {
   auto work = c10::make_intrusive<TpuWork>(rank_, type, what, "", size_, timeout_);
-  host_work->getFuture()->addCallback([work, finish](c10::ivalue::Future& f) {
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  try {
+    future = host_work->getFuture();
+  } catch (const c10::Error&) {
+    // Some Gloo works have no future: finish this one now, on the caller's thread.
+    try {
+      host_work->wait();
+      work->Complete(finish());
+    } catch (const std::exception& e) {
+      work->Fail(std::string("tpu (host transport): ") + e.what());
+    }
+    return work;
+  }
+  future->addCallback([work, finish](c10::ivalue::Future& f) {
     if (f.hasError()) return work->Fail("tpu (host transport): " + f.tryRetrieveErrorMessage());
     try {
       work->Complete(finish());

@@ -60,7 +60,13 @@ class ProcessGroupTPU : public c10d::Backend {
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
-  const std::string& transport() const { return transport_; }
+  // Collectives issued so far on this rank (every rank issues them in the same order).
+  void setSequenceNumberForGroup() override {
+    if (host_) host_->setSequenceNumberForGroup();
+  }
+  uint64_t getSequenceNumberForGroup() override {
+    return host_ ? host_->getSequenceNumberForGroup() : seq_;
+  }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -125,7 +131,6 @@ class ProcessGroupTPU : public c10d::Backend {
   std::chrono::milliseconds timeout_;
   std::string uid_;
   c10::intrusive_ptr<c10d::Backend> host_;
-  std::string transport_;
   uint64_t seq_ = 0;
   std::map<std::pair<int, int>, uint64_t> p2p_seq_;  // (src, dst) -> messages so far
   bool coalescing_ = false;

@@ -65,6 +65,10 @@ Value After(Graph& g, const CollectiveSpec& s, Value x) {
                     ir::Constant(g, static_cast<double>(s.size), t.dtype, t.dims));
 }
 
+bool IsBitwise(const std::string& op) {
+  return op == "stablehlo.and" || op == "stablehlo.or" || op == "stablehlo.xor";
+}
+
 }  // namespace
 
 std::string CombinerOp(Reduction r, DType t) {
@@ -162,9 +166,24 @@ Graph CollectiveProgram(const CollectiveSpec& s) {
     Value x = g.Param(t);
     Value y = -1;
     switch (s.kind) {
-      case Collective::kAllReduce:
-        y = After(g, s, AllReduce(g, Before(g, s, x), CombinerOp(s.reduction, t.dtype), groups));
+      case Collective::kAllReduce: {
+        const std::string op = CombinerOp(s.reduction, t.dtype);
+        if (IsBitwise(op)) {
+          // XLA's all_reduce takes arithmetic combiners only: gather, then reduce locally.
+          Dims one = t.dims;
+          one.insert(one.begin(), 1);
+          Value all = AllGather(g, ir::Reshape(g, x, one), 0, groups);
+          const int bits = static_cast<int>(rt::ItemSize(t.dtype)) * 8;
+          const uint64_t ones = rt::IsUnsigned(t.dtype) && bits < 64 ? (uint64_t{1} << bits) - 1
+                                                                      : ~uint64_t{0};
+          Value init = ir::IntConstant(g, op == "stablehlo.and" ? ones : 0, t.dtype);
+          if (t.dtype == DType::kPred) init = ir::Constant(g, op == "stablehlo.and", t.dtype);
+          y = ir::Reduce(g, all, init, {0}, op);
+        } else {
+          y = After(g, s, AllReduce(g, Before(g, s, x), op, groups));
+        }
         break;
+      }
       case Collective::kBroadcast: {
         // Every replica but the root contributes zeros (select, so a NaN there cannot leak).
         Value root = ir::IntConstant(g, static_cast<uint64_t>(s.root), DType::kU32);

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import traceback
+from datetime import timedelta
 from collections.abc import Callable
 from typing import Any
 
@@ -13,9 +14,9 @@ import torch.distributed as dist
 
 
 def run(fn: Callable[[int, int], Any], world_size: int, timeout_s: float = 120.0,
-        backend: str = "tpu") -> list[Any]:
+        backend: str = "tpu", group_timeout_s: float | None = None) -> list[Any]:
     """Runs fn(rank, world_size) in `world_size` threads after init_process_group(backend) with
-    tpu:rank current in each; returns their results in rank order. Raises the first rank's
+    tpu:rank current in each (`group_timeout_s`: the group's collective timeout); returns their results in rank order. Raises the first rank's
     exception (with the other ranks' tracebacks in its notes)."""
     from torch.testing._internal.distributed import multi_threaded_pg
 
@@ -30,7 +31,8 @@ def run(fn: Callable[[int, int], Any], world_size: int, timeout_s: float = 120.0
     def body(rank: int) -> None:
         try:
             torch.tpu.set_device(rank)
-            dist.init_process_group(backend, rank=rank, world_size=world_size, store=store)
+            kw = {} if group_timeout_s is None else {"timeout": timedelta(seconds=group_timeout_s)}
+            dist.init_process_group(backend, rank=rank, world_size=world_size, store=store, **kw)
             try:
                 results[rank] = fn(rank, world_size)
             finally:

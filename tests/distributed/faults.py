@@ -1,0 +1,120 @@
+"""Fault scenarios, run by test_faults.py in a subprocess each (threaded ranks or torchrun).
+
+python faults.py <scenario>; prints "PASS <scenario>" when the expected error was seen."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import torchtpu  # noqa: F401
+from torchtpu.testing import threaded_ranks
+
+
+def threaded_mismatch() -> None:
+    def body(rank: int, world: int) -> str:
+        t = torch.ones(4, device="tpu")
+        try:
+            if rank == 0:
+                dist.all_reduce(t)
+            else:
+                dist.all_gather_into_tensor(torch.empty(8, device="tpu"), t)
+        except dist.DistBackendError as e:
+            msg = str(e)
+            assert "rank 0: all_reduce(sum) tensor<4xf32>" in msg, msg
+            assert "rank 1: all_gather tensor<4xf32>" in msg, msg
+            assert t.cpu().tolist() == [1.0] * 4  # the rank's tensors survive
+            return "raised"
+        return "no error"
+
+    assert threaded_ranks.run(body, 2) == ["raised", "raised"]
+
+
+def threaded_dead_rank() -> None:
+    def body(rank: int, world: int) -> str:
+        x = torch.full((3,), 2.0, device="tpu")
+        if rank == 1:
+            return "died"  # never issues the collective
+        start = time.monotonic()
+        try:
+            dist.all_reduce(x)
+        except dist.DistBackendError as e:
+            assert "timed out" in str(e) and "ranks 1 never issued it" in str(e), str(e)
+            assert time.monotonic() - start < 10
+            assert x.cpu().tolist() == [2.0] * 3
+            return "raised"
+        return "no error"
+
+    assert threaded_ranks.run(body, 2, group_timeout_s=2)[0] == "raised"
+
+
+def bad_input() -> None:
+    def body(rank: int, world: int) -> str:
+        t = torch.ones(4, device="tpu")
+        try:
+            dist.all_gather_into_tensor(torch.empty(5, device="tpu"), t)
+        except ValueError as e:
+            assert "world_size times input tensor size" in str(e), str(e)
+        else:
+            raise AssertionError("wrong-sized output accepted")
+        try:
+            dist.all_reduce(torch.ones(2, dtype=torch.float32, device="tpu"), dist.ReduceOp.BAND)
+        except ValueError as e:
+            assert "integer" in str(e), str(e)
+        else:
+            raise AssertionError("BAND on floats accepted")
+        dist.all_reduce(t)  # the group still works afterwards
+        assert t.cpu().tolist() == [2.0] * 4
+        return "ok"
+
+    assert threaded_ranks.run(body, 2) == ["ok", "ok"]
+
+
+def torchrun_dead_rank() -> None:
+    # Under torchrun (2 processes, host transport): rank 1 dies before the collective.
+    dist.init_process_group("tpu", timeout=datetime.timedelta(seconds=5))
+    rank = dist.get_rank()
+    x = torch.full((3,), 2.0, device=torchtpu.get_device())
+    dist.all_reduce(x)  # both alive
+    if rank == 1:
+        os._exit(0)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(x)
+        dist.all_reduce(x)
+    except dist.DistBackendError:
+        assert time.monotonic() - start < 30
+        assert x.cpu().tolist() == [4.0] * 3
+        print("PASS torchrun_dead_rank", flush=True)
+        os._exit(0)
+    raise AssertionError("no error from a dead peer")
+
+
+def torchrun_mismatch() -> None:
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL: PyTorch's wrapper checks every collective through the store.
+    dist.init_process_group("tpu", timeout=datetime.timedelta(seconds=20))
+    rank = dist.get_rank()
+    t = torch.ones(4, device=torchtpu.get_device())
+    try:
+        if rank == 0:
+            dist.all_reduce(t)
+        else:
+            dist.broadcast(t, 0)
+    except RuntimeError as e:
+        msg = str(e)
+        assert "ALLREDUCE" in msg and "BROADCAST" in msg, msg
+        print(f"PASS torchrun_mismatch rank {rank}", flush=True)
+        os._exit(0)
+    raise AssertionError("mismatch not detected")
+
+
+if __name__ == "__main__":
+    name = sys.argv[1]
+    globals()[name]()
+    if not name.startswith("torchrun"):
+        print(f"PASS {name}")

@@ -1,0 +1,82 @@
+"""torch.distributed on tpu: threaded ranks over one client's devices (StableHLO collectives),
+and torchrun processes (Gloo on host copies). Each scenario runs in a subprocess: the threaded
+ones need TORCHTPU_CPU_DEVICES set before torchtpu starts, and torchrun starts its own ranks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+EXAMPLES = os.path.join(ROOT, "examples")
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+
+
+def run(cmd: list[str], timeout: float = 300, cwd: str = HERE, **env: str) -> str:
+    e = {k: v for k, v in os.environ.items() if k != "TORCHTPU_CPU_DEVICES"}
+    e.update(env)
+    p = subprocess.run(cmd, cwd=cwd, env=e, capture_output=True, text=True, timeout=timeout)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}:\n{out[-6000:]}"
+    return out
+
+
+def test_every_collective_on_threaded_ranks_matches_gloo():
+    out = run([sys.executable, "threaded_collectives.py"], TORCHTPU_CPU_DEVICES="4")
+    assert "threaded collectives: ['ok', 'ok', 'ok', 'ok']" in out
+
+
+@pytest.mark.parametrize("scenario", ["threaded_mismatch", "threaded_dead_rank", "bad_input"])
+def test_faults_on_threaded_ranks(scenario):
+    assert f"PASS {scenario}" in run([sys.executable, "faults.py", scenario],
+                                     TORCHTPU_CPU_DEVICES="2")
+
+
+def test_dead_process_raises_on_the_survivor():
+    out = run(TORCHRUN + ["--nproc-per-node", "2", "faults.py", "torchrun_dead_rank"])
+    assert "PASS torchrun_dead_rank" in out
+
+
+def test_mismatched_collectives_across_processes_are_named():
+    out = run(TORCHRUN + ["--nproc-per-node", "2", "faults.py", "torchrun_mismatch"],
+              TORCH_DISTRIBUTED_DEBUG="DETAIL")
+    assert "PASS torchrun_mismatch rank 0" in out and "PASS torchrun_mismatch rank 1" in out
+
+
+def losses(tmp_path, args: list[str], nproc: int = 0) -> list[float]:
+    path = str(tmp_path / f"losses_{nproc}_{'_'.join(args)}.json")
+    cmd = ["distributed_finetune.py", "--tiny", "--steps", "4", "--losses", path, *args]
+    if nproc:
+        run(TORCHRUN + ["--nproc-per-node", str(nproc), *cmd], cwd=EXAMPLES)
+    else:
+        run([sys.executable, *cmd], cwd=EXAMPLES)
+    with open(path) as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The same shards trained in one process without torch.distributed."""
+    tmp = tmp_path_factory.mktemp("ref")
+    return {n: losses(tmp, ["--emulate", str(n)]) for n in (1, 2, 4)}
+
+
+@pytest.mark.parametrize("parallel,nproc,tol", [
+    ("ddp", 2, 1e-5),
+    ("ddp-ids", 2, 1e-5),
+    ("ddp", 4, 1e-5),
+    ("fsdp", 2, 1e-5),
+    ("fsdp-bf16", 2, 3e-2),
+    ("tp", 2, 1e-4),
+])
+def test_torchrun_training_matches_one_process(tmp_path, reference, parallel, nproc, tol):
+    got = losses(tmp_path, ["--parallel", parallel], nproc)
+    ref = reference[1 if parallel == "tp" else nproc]  # TP: every rank sees the whole batch
+    assert len(got) == len(ref) == 4
+    for a, b in zip(got, ref):
+        assert abs(a - b) <= tol * abs(b), (parallel, got, ref)
