@@ -48,7 +48,14 @@ def _register() -> None:
     # Under torchrun each local rank gets its own device: tpu:LOCAL_RANK exists on CPU too.
     default_count = os.environ.get("LOCAL_WORLD_SIZE", "1") if platform == "cpu" else "1"
     count = int(os.environ.get("TORCHTPU_CPU_DEVICES", default_count))
-    _C._init(plugin, platform, count)
+    import torch.distributed as dist
+
+    from . import distributed
+
+    if dist.is_available() and distributed.spans_processes(platform):
+        distributed.init_multiprocess_client(plugin, platform)
+    else:
+        _C._init(plugin, platform, count)
     warning = _C._configure_cache(_cache_dir(), __version__, _cache_max_bytes())
     if warning:
         warnings.warn(warning, stacklevel=3)
@@ -70,11 +77,7 @@ def _register() -> None:
         torch._register_device_module("tpu", device_module)
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
 
-    import torch.distributed as dist
-
     if dist.is_available():
-        from . import distributed
-
         distributed.register()
 
 

@@ -1,9 +1,13 @@
 """torch.distributed on tpu: the c10d backend "tpu" (implemented in csrc/distributed).
 
-Ranks that are threads of one process, each on its own `tpu:i` of one PJRT client, run every
-collective as one StableHLO collective across their devices. Ranks in different processes on a
-plugin that cannot span processes (XLA:CPU) send the same collectives through Gloo on host
-copies. `transport(group)` says which one a group uses.
+Three transports, one backend; `transport(group)` says which one a group uses:
+- "xla": ranks that are threads of one process, each on its own `tpu:i` of one PJRT client,
+  run every collective as one StableHLO collective across their devices (one execution).
+- "xla-multiprocess": one process per device under torchrun on a plugin that spans processes
+  (XLA:GPU): the client is created as node RANK of WORLD_SIZE and meets its peers through the
+  torchrun store; every rank launches the same collective program on its own device.
+- "gloo": processes on a plugin that cannot span them (XLA:CPU): the same collectives travel
+  through Gloo on host copies.
 """
 
 from __future__ import annotations
@@ -39,12 +43,39 @@ def _meet(store: dist.Store, rank: int, size: int) -> tuple[str, bool]:
 def _create(opts: Any, backend_options: Any) -> Any:
     store, rank, size = opts.store, opts.group_rank, opts.group_size
     timeout: timedelta = opts.timeout
-    uid, in_process = _meet(dist.PrefixStore("torchtpu/", store), rank, size)
-    host = None
-    if not in_process:
+    ours = dist.PrefixStore("torchtpu/", store)
+    uid, in_process = _meet(ours, rank, size)
+    host, device_ids = None, []
+    if in_process:
+        kind = "xla"
+    elif _C._global_device_count() > torch.tpu.device_count():
+        # The global device id of every rank's current device, exchanged through the store.
+        kind = "xla-multiprocess"
+        ours.set(f"device/{uid}/{rank}", str(_C._device_id(torch.tpu.current_device())))
+        device_ids = [int(ours.get(f"device/{uid}/{r}")) for r in range(size)]
+    else:
+        kind = "gloo"
         host = dist.ProcessGroupGloo(dist.PrefixStore("torchtpu-gloo/", store), rank, size, timeout)
-    _transports[opts.group_id] = "xla" if host is None else "gloo"
-    return _C._dist_backend(rank, size, timeout.total_seconds(), uid, host)
+    _transports[opts.group_id] = kind
+    return _C._dist_backend(rank, size, timeout.total_seconds(), uid, host, device_ids)
+
+
+def spans_processes(platform: str) -> bool:
+    """Whether this process is one rank of a torchrun job whose PJRT client should span the
+    job's processes (plugins that can: XLA:GPU; libtpu discovers its peers by itself)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    off = os.environ.get("TORCHTPU_MULTIPROCESS_CLIENT", "1") == "0"
+    return platform == "cuda" and world > 1 and "MASTER_ADDR" in os.environ and not off
+
+
+def init_multiprocess_client(plugin: str, platform: str) -> None:
+    """Configures the client as node RANK of WORLD_SIZE, driving GPU LOCAL_RANK, meeting its
+    peers through the torchrun store (MASTER_ADDR:MASTER_PORT) under the prefix 'torchtpu/pjrt/'."""
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                          is_master=False, timeout=timedelta(seconds=300))
+    _C._init_multiprocess(plugin, platform, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
+                          [int(os.environ.get("LOCAL_RANK", "0"))],
+                          dist.PrefixStore("torchtpu/pjrt/", store))
 
 
 def transport(group: dist.ProcessGroup | None = None) -> str:

@@ -128,16 +128,19 @@ void CheckReduction(Reduction r, const at::Tensor& t) {
 std::mutex g_programs_mu;
 std::unordered_map<std::string, std::shared_ptr<rt::Executable>> g_programs;
 
+// Runs `spec` with one replica per global device id in `ids` (the parts' devices when empty);
+// `parts` are the replicas on this process's devices.
 std::vector<std::vector<rt::BufferPtr>> LaunchProgram(const CollectiveSpec& spec,
-                                                      const std::vector<Part>& parts) {
+                                                      const std::vector<Part>& parts,
+                                                      std::vector<int> ids) {
   rt::Client& client = eager::Client();
-  std::vector<int> ids, devices;
-  std::string key = lowering::Describe(spec) + " on";
-  for (const Part& p : parts) {
-    devices.push_back(p.device);
-    ids.push_back(client.device_id(p.device));
-    key += " " + std::to_string(ids.back());
+  std::vector<int> devices;
+  for (const Part& p : parts) devices.push_back(p.device);
+  if (ids.empty()) {
+    for (const Part& p : parts) ids.push_back(client.device_id(p.device));
   }
+  std::string key = lowering::Describe(spec) + " on";
+  for (int id : ids) key += " " + std::to_string(id);
   std::shared_ptr<rt::Executable> exe;
   {
     std::lock_guard<std::mutex> lock(g_programs_mu);
@@ -257,11 +260,13 @@ void TpuWork::Fail(const std::string& why) {
 // ---- Backend ----
 
 ProcessGroupTPU::ProcessGroupTPU(int rank, int size, std::chrono::milliseconds timeout,
-                                 std::string uid, c10::intrusive_ptr<c10d::Backend> host)
+                                 std::string uid, c10::intrusive_ptr<c10d::Backend> host,
+                                 std::vector<int> device_ids)
     : c10d::Backend(rank, size),
       timeout_(timeout),
       uid_(std::move(uid)),
-      host_(std::move(host)) {}
+      host_(std::move(host)),
+      device_ids_(std::move(device_ids)) {}
 
 void ProcessGroupTPU::startCoalescing() {
   coalescing_ = true;
@@ -331,8 +336,28 @@ c10::intrusive_ptr<TpuWork> ProcessGroupTPU::Xla(c10d::OpType type, const Collec
       work->Fail(std::string("tpu: writing the results of a collective failed: ") + e.what());
     }
   };
+  if (!device_ids_.empty()) {
+    // One client spans the processes: every rank launches the same program on its device.
+    std::vector<int> ids;
+    if (spec.kind == Collective::kPermute) {
+      ids = {device_ids_.at(meeting_peers_.first), device_ids_.at(meeting_peers_.second)};
+    } else {
+      ids = device_ids_;
+    }
+    std::vector<std::vector<rt::BufferPtr>> outs;
+    std::vector<Part> parts{std::move(part)};
+    try {
+      outs = LaunchProgram(spec, parts, ids);
+    } catch (const std::exception& e) {
+      std::string msg = e.what();
+      parts[0].done({}, &msg);
+      return work;
+    }
+    parts[0].done(std::move(outs[0]), nullptr);
+    return work;
+  }
   Join(key, static_cast<int>(spec.size), who, std::move(part),
-       [spec](const std::vector<Part>& parts) { return LaunchProgram(spec, parts); });
+       [spec](const std::vector<Part>& parts) { return LaunchProgram(spec, parts, {}); });
   return work;
 }
 
@@ -812,6 +837,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::send(std::vector<at::Tensor>& te
     }));
   }
   uint64_t n = p2p_seq_[{rank_, dst}]++;
+  meeting_peers_ = {rank_, dst};
   CollectiveSpec s = Spec(Collective::kPermute, {t});
   s.size = 2;
   s.pairs = {{0, 1}};
@@ -836,6 +862,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::recv(std::vector<at::Tensor>& te
     }));
   }
   uint64_t n = p2p_seq_[{src, rank_}]++;
+  meeting_peers_ = {src, rank_};
   CollectiveSpec s = Spec(Collective::kPermute, {t});
   s.size = 2;
   s.pairs = {{0, 1}};

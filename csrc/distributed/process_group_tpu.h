@@ -51,9 +51,11 @@ class TpuWork : public c10d::Work {
 class ProcessGroupTPU : public c10d::Backend {
  public:
   // `uid` is the same on every rank of the group and unique to it. `host` (Gloo over the same
-  // store), when given, carries every collective instead of XLA.
+  // store), when given, carries every collective instead of XLA. `device_ids`, when given, are
+  // the global PJRT device ids of the group's ranks on a client that spans their processes:
+  // each rank then launches every collective program on its own device.
   ProcessGroupTPU(int rank, int size, std::chrono::milliseconds timeout, std::string uid,
-                  c10::intrusive_ptr<c10d::Backend> host);
+                  c10::intrusive_ptr<c10d::Backend> host, std::vector<int> device_ids = {});
 
   const std::string getBackendName() const override { return "tpu"; }
   bool supportsCoalescing() const override { return true; }
@@ -131,6 +133,8 @@ class ProcessGroupTPU : public c10d::Backend {
   std::chrono::milliseconds timeout_;
   std::string uid_;
   c10::intrusive_ptr<c10d::Backend> host_;
+  std::vector<int> device_ids_;
+  std::pair<int, int> meeting_peers_;  // (src, dst) of the point-to-point op being issued
   uint64_t seq_ = 0;
   std::map<std::pair<int, int>, uint64_t> p2p_seq_;  // (src, dst) -> messages so far
   bool coalescing_ = false;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <numeric>
 
+#include "runtime/kv_callbacks.h"
 #include "runtime/pjrt_call.h"
 
 namespace tpu::rt {
@@ -65,53 +66,6 @@ void BytesField(std::string& out, int field, const std::string& bytes) {
   out += bytes;
 }
 
-// Key-value callbacks over a KeyValueStore; errors go back through the plugin's callback_error.
-template <typename A>
-PJRT_Error* KvFailed(A* args, PJRT_Error_Code code, const std::string& msg) {
-  return (*args->callback_error)(code, msg.data(), msg.size());
-}
-void FreeValue(char* v) { delete[] v; }
-char* CopyOut(const std::string& v) {
-  char* out = new char[v.size() + 1];
-  std::memcpy(out, v.data(), v.size());
-  return out;
-}
-PJRT_Error* KvGet(PJRT_KeyValueGetCallback_Args* args) {
-  try {
-    auto* kv = static_cast<KeyValueStore*>(args->user_arg);
-    std::string v = kv->Get(std::string(args->key, args->key_size), args->timeout_in_ms);
-    args->value = CopyOut(v);
-    args->value_size = v.size();
-    args->value_deleter_callback = &FreeValue;
-    return nullptr;
-  } catch (const std::exception& e) {
-    return KvFailed(args, PJRT_Error_Code_DEADLINE_EXCEEDED, e.what());
-  }
-}
-PJRT_Error* KvTryGet(PJRT_KeyValueTryGetCallback_Args* args) {
-  try {
-    auto* kv = static_cast<KeyValueStore*>(args->user_arg);
-    std::string v;
-    std::string key(args->key, args->key_size);
-    if (!kv->TryGet(key, &v)) return KvFailed(args, PJRT_Error_Code_NOT_FOUND, key);
-    args->value = CopyOut(v);
-    args->value_size = v.size();
-    args->value_deleter_callback = &FreeValue;
-    return nullptr;
-  } catch (const std::exception& e) {
-    return KvFailed(args, PJRT_Error_Code_INTERNAL, e.what());
-  }
-}
-PJRT_Error* KvPut(PJRT_KeyValuePutCallback_Args* args) {
-  try {
-    static_cast<KeyValueStore*>(args->user_arg)
-        ->Put(std::string(args->key, args->key_size), std::string(args->value, args->value_size));
-    return nullptr;
-  } catch (const std::exception& e) {
-    return KvFailed(args, PJRT_Error_Code_INTERNAL, e.what());
-  }
-}
-
 int DeviceId(const PJRT_Api* api, PJRT_Device* device) {
   Args<PJRT_Device_GetDescription_Args> desc;
   desc->device = device;
@@ -124,13 +78,16 @@ int DeviceId(const PJRT_Api* api, PJRT_Device* device) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, int64_t>> CreateOptions(const ClientOptions& o) {
-  std::vector<std::pair<std::string, int64_t>> out;
-  if (o.platform == "cpu") out.emplace_back("cpu_device_count", o.cpu_device_count);
+std::vector<CreateOption> CreateOptions(const ClientOptions& o) {
+  std::vector<CreateOption> out;
+  if (o.platform == "cpu") out.push_back({"cpu_device_count", {o.cpu_device_count}});
   // libtpu finds its peers itself; the GPU plugin is told who it is and meets through kv.
   if (o.platform == "cuda" && o.num_nodes > 1) {
-    out.emplace_back("node_id", o.node_id);
-    out.emplace_back("num_nodes", o.num_nodes);
+    out.push_back({"node_id", {o.node_id}});
+    out.push_back({"num_nodes", {o.num_nodes}});
+  }
+  if (o.platform == "cuda" && !o.visible_devices.empty()) {
+    out.push_back({"visible_devices", o.visible_devices, true});
   }
   return out;
 }
@@ -281,16 +238,22 @@ Client::Client(const ClientOptions& options) : plugin_path_(options.plugin_path)
   TPU_PJRT(api_, Plugin_Initialize, init);
 
   // Named values are indexed by the plugin with the header's stride: exact layout, no padding.
-  std::vector<std::pair<std::string, int64_t>> named = CreateOptions(options);
+  const std::vector<CreateOption> named = CreateOptions(options);
   std::vector<PJRT_NamedValue> create;
-  for (const auto& [key, value] : named) {
+  for (const CreateOption& o : named) {
     PJRT_NamedValue v{};
     v.struct_size = PJRT_NamedValue_STRUCT_SIZE;
-    v.name = key.c_str();
-    v.name_size = key.size();
-    v.type = PJRT_NamedValue_kInt64;
-    v.int64_value = value;
-    v.value_size = 1;
+    v.name = o.name.c_str();
+    v.name_size = o.name.size();
+    if (o.list) {
+      v.type = PJRT_NamedValue_kInt64List;
+      v.int64_array_value = o.values.data();
+      v.value_size = o.values.size();
+    } else {
+      v.type = PJRT_NamedValue_kInt64;
+      v.int64_value = o.values.at(0);
+      v.value_size = 1;
+    }
     create.push_back(v);
   }
   Args<PJRT_Client_Create_Args> args;

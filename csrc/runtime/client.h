@@ -112,10 +112,17 @@ struct ClientOptions {
   int node_id = 0;
   int num_nodes = 1;
   std::shared_ptr<KeyValueStore> kv_store;
+  std::vector<int64_t> visible_devices;  // local device ordinals this process drives (GPU)
 };
 
-// The named create options for `o` as (name, value) pairs: what Client passes to the plugin.
-std::vector<std::pair<std::string, int64_t>> CreateOptions(const ClientOptions& o);
+// One named create option: an int64, or a list of them.
+struct CreateOption {
+  std::string name;
+  std::vector<int64_t> values;
+  bool list = false;
+};
+// The create options for `o`: what Client passes to the plugin.
+std::vector<CreateOption> CreateOptions(const ClientOptions& o);
 // CompileOptionsProto bytes: one replica and portable when `device_ids` is empty, else one
 // replica per entry of `device_ids` (global PJRT device ids, in replica order).
 std::string CompileOptionsBytes(const std::vector<int>& device_ids);
