@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -85,7 +86,8 @@ def main(default_parallel: str) -> None:
     p.add_argument("--tiny", action="store_true")
     p.add_argument("--emulate", type=int, default=0, help="N shards in one process, no dist")
     p.add_argument("--losses", help="write the loss curve (JSON) here")
-    p.add_argument("--plot", help="write the loss curve (PNG) here")
+    p.add_argument("--plot", default=None,
+                   help="loss curve PNG (default demo_out/<parallel>_finetune_loss.png; '' for none)")
     args = p.parse_args()
 
     device = tpu.get_device()  # the only line that differs from the CUDA version
@@ -101,7 +103,7 @@ def main(default_parallel: str) -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.01,
                             foreach=False if args.parallel == "tp" and not args.emulate else None)
     data = batches(args.steps, batch_size=args.batch, seq_len=40, seed=0)
-    losses = []
+    losses, stamps = [], []
     for batch in tqdm(data, desc=f"{args.parallel} x{world}", disable=rank != 0, unit="step"):
         opt.zero_grad(set_to_none=True)
         if args.emulate:
@@ -118,13 +120,21 @@ def main(default_parallel: str) -> None:
             dist.all_reduce(loss, dist.ReduceOp.AVG)
         opt.step()
         losses.append(loss.item())
+        stamps.append(time.perf_counter())
     if rank == 0:
+        # Steps after the first two (compiles, connections), each ended by its loss.item().
+        timed = stamps[2:]
+        ms = (timed[-1] - timed[0]) / (len(timed) - 1) * 1e3 if len(timed) > 1 else float("nan")
         print(f"{args.parallel} on {world} x {device.type}: loss {losses[0]:.4f} -> "
-              f"{losses[-1]:.4f}; {tpu.metrics()['compiles']} compiles; transport "
-              f"{'none' if args.emulate else tpu.distributed.transport()}")
+              f"{losses[-1]:.4f}; {ms:.1f} ms/step; {tpu.metrics()['compiles']} compiles; "
+              f"transport {'none' if args.emulate else tpu.distributed.transport()}")
         if args.losses:
             with open(args.losses, "w") as f:
                 json.dump(losses, f)
+        if args.plot is None:
+            out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "demo_out")
+            os.makedirs(out, exist_ok=True)
+            args.plot = os.path.normpath(os.path.join(out, f"{args.parallel}_finetune_loss.png"))
         if args.plot:
             import matplotlib
 
@@ -137,6 +147,7 @@ def main(default_parallel: str) -> None:
             ax.set_ylabel("loss")
             ax.legend()
             fig.savefig(args.plot, dpi=120)
+            print(f"loss plot: {args.plot}")
     if not args.emulate:
         dist.destroy_process_group()
 

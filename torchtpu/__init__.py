@@ -85,7 +85,6 @@ _register()
 
 from . import _C
 
-
 _local_rank_device_set = False
 
 

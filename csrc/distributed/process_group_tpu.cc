@@ -1,10 +1,10 @@
 #include "distributed/process_group_tpu.h"
 
-#include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/exception.h>
 
 #include <algorithm>
 #include <numeric>
+#include <torch/csrc/distributed/c10d/Types.hpp>
 #include <unordered_map>
 
 #include "aten/storage.h"
@@ -56,9 +56,10 @@ rt::BufferPtr InputBuffer(const at::Tensor& t) {
 // A new tpu tensor holding `b`.
 at::Tensor Wrap(const rt::BufferPtr& b) {
   c10::DeviceGuard guard(c10::Device(kTpu, static_cast<c10::DeviceIndex>(b->device())));
-  at::Tensor t = at::empty(b->dims(), at::TensorOptions()
-                                          .dtype(aten::ToScalarType(b->dtype()))
-                                          .device(kTpu, static_cast<c10::DeviceIndex>(b->device())));
+  at::Tensor t =
+      at::empty(b->dims(), at::TensorOptions()
+                               .dtype(aten::ToScalarType(b->dtype()))
+                               .device(kTpu, static_cast<c10::DeviceIndex>(b->device())));
   aten::Assign(t.storage(), eager::Lazy::Of(b, b->device()));
   return t;
 }
@@ -180,11 +181,11 @@ std::string DescribeTimeout(const std::string& what, std::chrono::milliseconds t
 
 // ---- Work ----
 
-TpuWork::TpuWork(int rank, c10d::OpType type, std::string what, std::string meeting,
-                 int group_size, std::chrono::milliseconds timeout)
+TpuWork::TpuWork(int rank, c10d::OpType type, std::string what, std::string meeting, int group_size,
+                 std::chrono::milliseconds timeout)
     : c10d::Work(rank, type),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))),
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))),
       what_(std::move(what)),
       meeting_(std::move(meeting)),
       group_size_(group_size),
@@ -411,7 +412,6 @@ void HostAfter(Reduction r, int size, const at::Tensor& dst, const at::Tensor& c
   dst.copy_(v);
 }
 
-
 }  // namespace
 
 // ---- Collectives ----
@@ -559,11 +559,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::allgather_into_tensor_coalesced(
     } else {
       w = host_->allgather_into_tensor_coalesced(cpu_out, cpu_in, opts);
     }
-    return Track(Host(c10d::OpType::_ALLGATHER_BASE, "allgather_into_tensor", w,
-                      [outs, cpu_out] {
-                        for (size_t i = 0; i < outs.size(); ++i) outs[i].copy_(cpu_out[i]);
-                        return outs;
-                      }));
+    return Track(Host(c10d::OpType::_ALLGATHER_BASE, "allgather_into_tensor", w, [outs, cpu_out] {
+      for (size_t i = 0; i < outs.size(); ++i) outs[i].copy_(cpu_out[i]);
+      return outs;
+    }));
   }
   return Track(Xla(c10d::OpType::_ALLGATHER_BASE, Spec(Collective::kAllGather, inputs), inputs,
                    [outs](const std::vector<at::Tensor>& res) {
@@ -572,9 +571,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::allgather_into_tensor_coalesced(
                    }));
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::gather(std::vector<std::vector<at::Tensor>>& outputs,
-                                                       std::vector<at::Tensor>& inputs,
-                                                       const c10d::GatherOptions& opts) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
   CheckSingle(inputs, "gather");
   const bool root = opts.rootRank == rank_;
   std::vector<at::Tensor> outs = root ? outputs.at(0) : std::vector<at::Tensor>{};
@@ -626,11 +625,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::scatter(
   CollectiveSpec s = Spec(Collective::kBroadcast, {stacked});
   s.root = opts.rootRank;
   int rank = rank_;
-  return Track(Xla(c10d::OpType::SCATTER, s, {stacked},
-                   [out, rank](const std::vector<at::Tensor>& res) {
-                     Write(out, res[0][rank]);
-                     return std::vector<at::Tensor>{out};
-                   }));
+  return Track(
+      Xla(c10d::OpType::SCATTER, s, {stacked}, [out, rank](const std::vector<at::Tensor>& res) {
+        Write(out, res[0][rank]);
+        return std::vector<at::Tensor>{out};
+      }));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::reduce_scatter(
@@ -682,27 +681,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::reduce_scatter_tensor_coalesced(
       w = host_->reduce_scatter_tensor_coalesced(cpu_out, cpu_in, o);
     }
     int size = size_;
-    return Track(Host(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter", w,
-                      [outs, cpu_out, r, size] {
-                        for (size_t i = 0; i < outs.size(); ++i) {
-                          HostAfter(r, size, outs[i], cpu_out[i]);
-                        }
-                        return outs;
-                      }));
+    return Track(
+        Host(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter", w, [outs, cpu_out, r, size] {
+          for (size_t i = 0; i < outs.size(); ++i) {
+            HostAfter(r, size, outs[i], cpu_out[i]);
+          }
+          return outs;
+        }));
   }
   CollectiveSpec s = Spec(Collective::kReduceScatter, rows);
   s.reduction = r;
   s.factor = factor;
-  return Track(Xla(c10d::OpType::_REDUCE_SCATTER_BASE, s, rows,
-                   [outs](const std::vector<at::Tensor>& res) {
-                     for (size_t i = 0; i < outs.size(); ++i) Write(outs[i], res[i]);
-                     return outs;
-                   }));
+  return Track(
+      Xla(c10d::OpType::_REDUCE_SCATTER_BASE, s, rows, [outs](const std::vector<at::Tensor>& res) {
+        for (size_t i = 0; i < outs.size(); ++i) Write(outs[i], res[i]);
+        return outs;
+      }));
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::alltoall_base(
-    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
-    std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                              std::vector<int64_t>& output_splits,
+                                                              std::vector<int64_t>& input_splits,
+                                                              const c10d::AllToAllOptions& opts) {
   CheckTpu(input, "the input");
   CheckTpu(output, "the output");
   TORCH_CHECK_TYPE(output.scalar_type() == input.scalar_type(),
@@ -719,9 +719,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::alltoall_base(
   if (!output_splits.empty() || !input_splits.empty()) {
     return AllToAllUneven(output, input, output_splits, input_splits);
   }
-  TORCH_CHECK_VALUE(input.dim() > 0 && input.size(0) % size_ == 0 && output.sizes() == input.sizes(),
-                    "tpu: all_to_all_single needs input and output of equal size, dim 0 "
-                    "divisible by world_size");
+  TORCH_CHECK_VALUE(
+      input.dim() > 0 && input.size(0) % size_ == 0 && output.sizes() == input.sizes(),
+      "tpu: all_to_all_single needs input and output of equal size, dim 0 "
+      "divisible by world_size");
   std::vector<int64_t> dims = input.sizes().vec();
   dims[0] /= size_;
   dims.insert(dims.begin(), size_);
@@ -737,14 +738,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::alltoall_base(
 c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::AllToAllUneven(
     at::Tensor& output, const at::Tensor& input, const std::vector<int64_t>& output_splits,
     const std::vector<int64_t>& input_splits) {
-  auto even = [&](const at::Tensor& t) {
-    return std::vector<int64_t>(size_, t.size(0) / size_);
-  };
+  auto even = [&](const at::Tensor& t) { return std::vector<int64_t>(size_, t.size(0) / size_); };
   std::vector<int64_t> in_splits = input_splits.empty() ? even(input) : input_splits;
   std::vector<int64_t> out_splits = output_splits.empty() ? even(output) : output_splits;
-  TORCH_CHECK_VALUE(static_cast<int>(in_splits.size()) == size_ &&
-                        static_cast<int>(out_splits.size()) == size_,
-                    "tpu: split sizes must have world_size entries");
+  TORCH_CHECK_VALUE(
+      static_cast<int>(in_splits.size()) == size_ && static_cast<int>(out_splits.size()) == size_,
+      "tpu: split sizes must have world_size entries");
   int64_t in_rows = 0, out_rows = 0, longest = 0;
   for (int j = 0; j < size_; ++j) {
     in_rows += in_splits[j];
@@ -791,9 +790,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::AllToAllUneven(
 c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::alltoall(std::vector<at::Tensor>& outputs,
                                                          std::vector<at::Tensor>& inputs,
                                                          const c10d::AllToAllOptions& opts) {
-  TORCH_CHECK_VALUE(static_cast<int>(outputs.size()) == size_ &&
-                        static_cast<int>(inputs.size()) == size_,
-                    "tpu: all_to_all needs world_size inputs and outputs");
+  TORCH_CHECK_VALUE(
+      static_cast<int>(outputs.size()) == size_ && static_cast<int>(inputs.size()) == size_,
+      "tpu: all_to_all needs world_size inputs and outputs");
   // As one uneven all_to_all_single over the flattened tensors.
   std::vector<at::Tensor> flat_in, flat_out;
   std::vector<int64_t> in_splits, out_splits;
@@ -805,12 +804,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::alltoall(std::vector<at::Tensor>
     out_splits.push_back(outputs[j].numel());
   }
   at::Tensor in = at::cat(flat_in);
-  at::Tensor out = at::empty({std::accumulate(out_splits.begin(), out_splits.end(), int64_t{0})},
-                             in.options());
+  at::Tensor out =
+      at::empty({std::accumulate(out_splits.begin(), out_splits.end(), int64_t{0})}, in.options());
   auto inner = alltoall_base(out, in, out_splits, in_splits, opts);
   std::vector<at::Tensor> outs = outputs;
-  auto work = c10::make_intrusive<TpuWork>(rank_, c10d::OpType::ALLTOALL, "all_to_all", "",
-                                           size_, timeout_);
+  auto work = c10::make_intrusive<TpuWork>(rank_, c10d::OpType::ALLTOALL, "all_to_all", "", size_,
+                                           timeout_);
   inner->getFuture()->addCallback([work, outs, out, out_splits](c10::ivalue::Future& f) {
     if (f.hasError()) return work->Fail(f.tryRetrieveErrorMessage());
     int64_t at_elem = 0;
@@ -826,15 +825,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::alltoall(std::vector<at::Tensor>
 c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::send(std::vector<at::Tensor>& tensors, int dst,
                                                      int tag) {
   CheckSingle(tensors, "send");
-  TORCH_CHECK_VALUE(dst != rank_ && dst >= 0 && dst < size_, "tpu: invalid destination rank ",
-                    dst);
+  TORCH_CHECK_VALUE(dst != rank_ && dst >= 0 && dst < size_, "tpu: invalid destination rank ", dst);
   at::Tensor t = tensors[0];
   if (host_) {
     auto cpu = Cpu(tensors);
     auto w = host_->send(cpu, dst, tag);
-    return Track(Host(c10d::OpType::SEND, "send", w, [t, cpu] {
-      return std::vector<at::Tensor>{t};
-    }));
+    return Track(
+        Host(c10d::OpType::SEND, "send", w, [t, cpu] { return std::vector<at::Tensor>{t}; }));
   }
   uint64_t n = p2p_seq_[{rank_, dst}]++;
   meeting_peers_ = {rank_, dst};
@@ -883,8 +880,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::barrier(const c10d::BarrierOptio
     auto w = host_->barrier(opts);
     return Host(c10d::OpType::BARRIER, "barrier", w, [] { return std::vector<at::Tensor>{}; });
   }
-  c10::DeviceIndex dev =
-      c10::impl::getDeviceGuardImpl(kTpu)->getDevice().index();
+  c10::DeviceIndex dev = c10::impl::getDeviceGuardImpl(kTpu)->getDevice().index();
   std::vector<at::Tensor> one{at::zeros({1}, at::TensorOptions().device(kTpu, dev))};
   return allreduce(one, c10d::AllreduceOptions());
 }

@@ -97,7 +97,7 @@ std::string CombinerOp(Reduction r, DType t) {
                                                             : "BXOR") +
                                     " needs an integer or bool tensor");
       }
-      return r == Reduction::kBand ? "stablehlo.and"
+      return r == Reduction::kBand  ? "stablehlo.and"
              : r == Reduction::kBor ? "stablehlo.or"
                                     : "stablehlo.xor";
   }
@@ -119,9 +119,9 @@ Value AllReduce(Graph& g, Value x, const std::string& combiner, const std::vecto
 Value AllGather(Graph& g, Value x, int64_t dim, const std::vector<Dims>& groups) {
   Type t = g.type(x);
   t.dims[dim] *= static_cast<int64_t>(groups.at(0).size());
-  return g.Op1("stablehlo.all_gather", {x}, t,
-               "all_gather_dim = " + std::to_string(dim) +
-                   " : i64, replica_groups = " + Groups(groups));
+  return g.Op1(
+      "stablehlo.all_gather", {x}, t,
+      "all_gather_dim = " + std::to_string(dim) + " : i64, replica_groups = " + Groups(groups));
 }
 
 Value ReduceScatter(Graph& g, Value x, int64_t dim, const std::string& combiner,
@@ -131,10 +131,10 @@ Value ReduceScatter(Graph& g, Value x, int64_t dim, const std::string& combiner,
   if (t.dims[dim] % n != 0) throw std::invalid_argument("reduce_scatter: dim not divisible");
   Type out = t;
   out.dims[dim] /= n;
-  return g.Op1("stablehlo.reduce_scatter", {x}, out,
-               "scatter_dimension = " + std::to_string(dim) +
-                   " : i64, replica_groups = " + Groups(groups),
-               {ir::ScalarRegion(t.dtype, combiner)});
+  return g.Op1(
+      "stablehlo.reduce_scatter", {x}, out,
+      "scatter_dimension = " + std::to_string(dim) + " : i64, replica_groups = " + Groups(groups),
+      {ir::ScalarRegion(t.dtype, combiner)});
 }
 
 Value AllToAll(Graph& g, Value x, int64_t split_dim, int64_t concat_dim,
@@ -144,9 +144,8 @@ Value AllToAll(Graph& g, Value x, int64_t split_dim, int64_t concat_dim,
   t.dims[split_dim] /= n;
   t.dims[concat_dim] *= n;
   return g.Op1("stablehlo.all_to_all", {x}, t,
-               "split_dimension = " + std::to_string(split_dim) +
-                   " : i64, concat_dimension = " + std::to_string(concat_dim) +
-                   " : i64, split_count = " + std::to_string(n) +
+               "split_dimension = " + std::to_string(split_dim) + " : i64, concat_dimension = " +
+                   std::to_string(concat_dim) + " : i64, split_count = " + std::to_string(n) +
                    " : i64, replica_groups = " + Groups(groups));
 }
 
@@ -174,8 +173,8 @@ Graph CollectiveProgram(const CollectiveSpec& s) {
           one.insert(one.begin(), 1);
           Value all = AllGather(g, ir::Reshape(g, x, one), 0, groups);
           const int bits = static_cast<int>(rt::ItemSize(t.dtype)) * 8;
-          const uint64_t ones = rt::IsUnsigned(t.dtype) && bits < 64 ? (uint64_t{1} << bits) - 1
-                                                                      : ~uint64_t{0};
+          const uint64_t ones =
+              rt::IsUnsigned(t.dtype) && bits < 64 ? (uint64_t{1} << bits) - 1 : ~uint64_t{0};
           Value init = ir::IntConstant(g, op == "stablehlo.and" ? ones : 0, t.dtype);
           if (t.dtype == DType::kPred) init = ir::Constant(g, op == "stablehlo.and", t.dtype);
           y = ir::Reduce(g, all, init, {0}, op);

@@ -43,9 +43,9 @@ enum class Collective {
 struct CollectiveSpec {
   Collective kind = Collective::kAllReduce;
   Reduction reduction = Reduction::kSum;
-  double factor = 1.0;  // kPremulSum
-  int64_t root = 0;     // kBroadcast
-  int64_t size = 1;     // replicas (the group's size)
+  double factor = 1.0;                             // kPremulSum
+  int64_t root = 0;                                // kBroadcast
+  int64_t size = 1;                                // replicas (the group's size)
   std::vector<std::pair<int64_t, int64_t>> pairs;  // kPermute: (source, target) replicas
   std::vector<Type> operands;
 };

@@ -1,13 +1,15 @@
 // torchtpu._C's distributed half: the c10d backend "tpu" and the multi-process client set-up.
+#include "python/distributed.h"
+
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/utils/pybind.h>
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include "distributed/process_group_tpu.h"
 #include "distributed/store_kv.h"
 #include "eager/executor.h"
-#include "python/distributed.h"
 
 namespace py = pybind11;
 
@@ -28,18 +30,18 @@ void RegisterDistributed(py::module& m) {
       py::arg("device_ids"));
   // A client that spans processes: this one is node `node_id` of `num_nodes`, they exchange
   // their topology through `store`. Must come before the client is first used.
-  m.def("_init_multiprocess", [](const std::string& plugin, const std::string& platform,
-                                 int node_id, int num_nodes, std::vector<int64_t> visible,
-                                 const c10::intrusive_ptr<c10d::Store>& store) {
-    rt::ClientOptions o;
-    o.plugin_path = plugin;
-    o.platform = platform;
-    o.node_id = node_id;
-    o.num_nodes = num_nodes;
-    o.visible_devices = std::move(visible);
-    o.kv_store = std::make_shared<dist::StoreKeyValueStore>(store);
-    eager::Configure(o);
-  });
+  m.def("_init_multiprocess",
+        [](const std::string& plugin, const std::string& platform, int node_id, int num_nodes,
+           std::vector<int64_t> visible, const c10::intrusive_ptr<c10d::Store>& store) {
+          rt::ClientOptions o;
+          o.plugin_path = plugin;
+          o.platform = platform;
+          o.node_id = node_id;
+          o.num_nodes = num_nodes;
+          o.visible_devices = std::move(visible);
+          o.kv_store = std::make_shared<dist::StoreKeyValueStore>(store);
+          eager::Configure(o);
+        });
   m.def("_global_device_count", [] { return eager::Client().global_device_count(); });
   m.def("_device_id", [](int device) { return eager::Client().device_id(device); });
   // The store adapter PJRT's key-value callbacks call (exposed so tests can drive it).

@@ -104,7 +104,7 @@ std::string CompileOptionsBytes(const std::vector<int>& device_ids) {
   }
   std::string computation;  // DeviceAssignmentProto.ComputationDevice
   for (int id : device_ids) VarintField(computation, 1, static_cast<uint64_t>(id));
-  std::string assignment;  // DeviceAssignmentProto
+  std::string assignment;                         // DeviceAssignmentProto
   VarintField(assignment, 1, device_ids.size());  // replica_count
   VarintField(assignment, 2, 1);                  // computation_count
   BytesField(assignment, 3, computation);
@@ -379,9 +379,7 @@ ExecutablePtr Client::Checked(PJRT_LoadedExecutable* loaded, std::vector<ShapedT
   return exe;
 }
 
-std::string Client::CompileOptions() {
-  return CompileOptionsBytes({});
-}
+std::string Client::CompileOptions() { return CompileOptionsBytes({}); }
 
 std::string Client::Serialize(const Executable& exe) {
   Args<PJRT_LoadedExecutable_GetExecutable_Args> get;

@@ -1,11 +1,12 @@
 // Collective programs run as one replicated execution over the test client's two devices.
+#include "lowering/collective.h"
+
 #include <gtest/gtest.h>
 
 #include <limits>
 #include <vector>
 
 #include "ir/graph.h"
-#include "lowering/collective.h"
 #include "test_client.h"
 
 namespace tpu::lowering {
@@ -80,8 +81,8 @@ TEST(Collective, BroadcastTakesTheRootsValue) {
 TEST(Collective, GatherScatterAllToAllPermute) {
   auto gathered = RunOnBoth<float>(Spec(Collective::kAllGather, {2}), {{1, 2}, {3, 4}});
   EXPECT_EQ(gathered[0], (std::vector<float>{1, 2, 3, 4}));
-  auto scattered = RunOnBoth<float>(Spec(Collective::kReduceScatter, {2, 2}),
-                                    {{1, 2, 3, 4}, {10, 20, 30, 40}});
+  auto scattered =
+      RunOnBoth<float>(Spec(Collective::kReduceScatter, {2, 2}), {{1, 2, 3, 4}, {10, 20, 30, 40}});
   EXPECT_EQ(scattered[0], (std::vector<float>{11, 22}));
   EXPECT_EQ(scattered[1], (std::vector<float>{33, 44}));
   auto swapped = RunOnBoth<float>(Spec(Collective::kAllToAll, {2, 1}), {{1, 2}, {3, 4}});
@@ -105,8 +106,9 @@ TEST(Runtime, CompileOptionsEncodeTheAssignment) {
   EXPECT_EQ(rt::CompileOptionsBytes({}), std::string("\x1a\x04\x20\x01\x28\x01\x20\x01", 8));
   std::string two = rt::CompileOptionsBytes({3, 5});
   // num_replicas 2, num_partitions 1, device_assignment {2, 1, [3, 5]}
-  EXPECT_EQ(two, std::string("\x1a\x10\x20\x02\x28\x01\x4a\x0a\x08\x02\x10\x01\x1a\x04\x08\x03\x08\x05",
-                             18));
+  EXPECT_EQ(
+      two,
+      std::string("\x1a\x10\x20\x02\x28\x01\x4a\x0a\x08\x02\x10\x01\x1a\x04\x08\x03\x08\x05", 18));
 }
 
 }  // namespace

@@ -12,7 +12,7 @@ import time
 import torch
 import torch.distributed as dist
 
-import torchtpu  # noqa: F401
+import torchtpu
 from torchtpu.testing import threaded_ranks
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 import traceback
-from datetime import timedelta
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -37,7 +37,7 @@ def run(fn: Callable[[int, int], Any], world_size: int, timeout_s: float = 120.0
                 results[rank] = fn(rank, world_size)
             finally:
                 dist.destroy_process_group()
-        except BaseException as e:  # reported to the caller below
+        except BaseException as e:  # noqa: BLE001 (re-raised by the caller below)
             errors[rank] = (e, traceback.format_exc())
 
     threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(world_size)]
