@@ -30,6 +30,7 @@ WORLD = 4
 def build() -> LlamaForCausalLM:
     cfg = small_llama_config()
     cfg.num_attention_heads, cfg.num_key_value_heads = 8, 4  # 2 heads, 1 kv head per device
+    cfg.initializer_range = 0.2  # untrained weights at 0.02 repeat one token; these vary
     torch.manual_seed(0)
     return LlamaForCausalLM(cfg).eval()
 

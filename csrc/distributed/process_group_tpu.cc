@@ -206,6 +206,11 @@ std::exception_ptr TpuWork::exception() const {
   return error_;
 }
 
+int TpuWork::sourceRank() const {
+  TORCH_CHECK(source_work_, "sourceRank() is only known for a receive from any source");
+  return source_work_->sourceRank();
+}
+
 std::vector<at::Tensor> TpuWork::result() {
   std::lock_guard<std::mutex> lock(mu_);
   return outputs_;
@@ -529,6 +534,53 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::allgather(
                    [outs](const std::vector<at::Tensor>& res) {
                      for (size_t i = 0; i < outs.size(); ++i) Write(outs[i], res[0][i]);
                      return outs;
+                   }));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  // output_lists[rank][i] receives inputs[i] of `rank`.
+  TORCH_CHECK_VALUE(static_cast<int>(output_lists.size()) == size_,
+                    "tpu: allgather_coalesced needs world_size output lists");
+  for (const auto& list : output_lists) {
+    TORCH_CHECK_VALUE(list.size() == inputs.size(),
+                      "tpu: each output list of allgather_coalesced needs one tensor per input");
+    for (size_t i = 0; i < list.size(); ++i) {
+      CheckTpu(list[i], "each output");
+      TORCH_CHECK_VALUE(
+          list[i].sizes() == inputs[i].sizes() && list[i].scalar_type() == inputs[i].scalar_type(),
+          "tpu: allgather_coalesced outputs must match their input's size and dtype");
+    }
+  }
+  for (const at::Tensor& t : inputs) CheckTpu(t, "each input");
+  std::vector<std::vector<at::Tensor>> outs = output_lists;
+  if (host_) {
+    std::vector<std::vector<at::Tensor>> cpu_out;
+    for (const auto& list : outs) cpu_out.push_back(Cpu(list));
+    std::vector<at::Tensor> cpu_in = Cpu(inputs);
+    auto w = host_->allgather_coalesced(cpu_out, cpu_in, opts);
+    return Track(Host(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", w, [outs, cpu_out] {
+      std::vector<at::Tensor> all;
+      for (size_t r = 0; r < outs.size(); ++r) {
+        for (size_t i = 0; i < outs[r].size(); ++i) {
+          outs[r][i].copy_(cpu_out[r][i]);
+          all.push_back(outs[r][i]);
+        }
+      }
+      return all;
+    }));
+  }
+  return Track(Xla(c10d::OpType::ALLGATHER_COALESCED, Spec(Collective::kAllGather, inputs), inputs,
+                   [outs](const std::vector<at::Tensor>& res) {
+                     std::vector<at::Tensor> all;
+                     for (size_t r = 0; r < outs.size(); ++r) {
+                       for (size_t i = 0; i < outs[r].size(); ++i) {
+                         Write(outs[r][i], res[i][r]);
+                         all.push_back(outs[r][i]);
+                       }
+                     }
+                     return all;
                    }));
 }
 
@@ -873,6 +925,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::recv(std::vector<at::Tensor>& te
         return std::vector<at::Tensor>{t};
       },
       key, 1));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                              int tag) {
+  CheckSingle(tensors, "recv");
+  TORCH_CHECK(host_,
+              "tpu: a receive from any source needs the host transport (ranks in "
+              "separate processes); name the source rank");
+  at::Tensor t = tensors[0];
+  auto cpu = Cpu(tensors);
+  auto w = host_->recvAnysource(cpu, tag);
+  auto work = Host(c10d::OpType::RECVANYSOURCE, "recv", w, [t, cpu] {
+    t.copy_(cpu[0]);
+    return std::vector<at::Tensor>{t};
+  });
+  work->SetSourceWork(w);
+  return Track(work);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::barrier(const c10d::BarrierOptions& opts) {

@@ -30,6 +30,9 @@ class TpuWork : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   void synchronize() override {}
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  int sourceRank() const override;
+  // A receive from any source: the host work that knows who sent.
+  void SetSourceWork(c10::intrusive_ptr<c10d::Work> w) { source_work_ = std::move(w); }
 
   void Complete(std::vector<at::Tensor> outputs);
   void Fail(const std::string& why);
@@ -45,6 +48,7 @@ class TpuWork : public c10d::Work {
   std::string meeting_;
   int group_size_;
   std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::Work> source_work_;
 };
 
 class ProcessGroupTPU : public c10d::Backend {
@@ -82,6 +86,9 @@ class ProcessGroupTPU : public c10d::Backend {
                                            const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::AllgatherOptions& opts) override;
@@ -108,6 +115,8 @@ class ProcessGroupTPU : public c10d::Backend {
                                           const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  // Host transport only: the XLA transports need the source to build the program.
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
  private:

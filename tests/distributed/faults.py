@@ -113,6 +113,29 @@ def torchrun_mismatch() -> None:
     raise AssertionError("mismatch not detected")
 
 
+def torchrun_backend_strings() -> None:
+    # Not a fault: the ways of naming the backend all reach it (tpu tensors). With no backend
+    # PyTorch maps only the accelerator (tpu), as it maps only cuda to NCCL; CPU tensors need
+    # "cpu:gloo,tpu:tpu".
+    dist.init_process_group()
+    rank = dist.get_rank()
+    device = torchtpu.get_device()
+    mixed = dist.new_group(backend="cpu:gloo,tpu:tpu")
+    for group in (None, mixed, dist.new_group(backend="tpu")):
+        t = torch.full((2,), rank + 1.0, device=device)
+        dist.all_reduce(t, group=group)
+        assert t.cpu().tolist() == [3.0, 3.0], t
+        objs = [None, None]
+        dist.all_gather_object(objs, {"rank": rank}, group=group)  # tpu bytes or Gloo
+        assert objs == [{"rank": 0}, {"rank": 1}], objs
+        dist.barrier(group=group)
+    c = torch.full((2,), rank + 1.0)
+    dist.all_reduce(c, group=mixed)
+    assert c.tolist() == [3.0, 3.0]
+    print(f"PASS torchrun_backend_strings rank {rank}", flush=True)
+    dist.destroy_process_group()
+
+
 if __name__ == "__main__":
     name = sys.argv[1]
     globals()[name]()

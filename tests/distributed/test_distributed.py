@@ -49,6 +49,12 @@ def test_mismatched_collectives_across_processes_are_named():
     assert "PASS torchrun_mismatch rank 0" in out and "PASS torchrun_mismatch rank 1" in out
 
 
+def test_backend_names_under_torchrun():
+    out = run(TORCHRUN + ["--nproc-per-node", "2", "faults.py", "torchrun_backend_strings"])
+    assert "PASS torchrun_backend_strings rank 0" in out
+    assert "PASS torchrun_backend_strings rank 1" in out
+
+
 def losses(tmp_path, args: list[str], nproc: int = 0) -> list[float]:
     path = str(tmp_path / f"losses_{nproc}_{'_'.join(args)}.json")
     cmd = ["distributed_finetune.py", "--tiny", "--steps", "4", "--losses", path, "--plot", "",
@@ -82,3 +88,9 @@ def test_torchrun_training_matches_one_process(tmp_path, reference, parallel, np
     assert len(got) == len(ref) == 4
     for a, b in zip(got, ref):
         assert abs(a - b) <= tol * abs(b), (parallel, got, ref)
+
+
+def test_tensor_parallel_generate_matches_one_device():
+    out = run([sys.executable, "tp_generate.py", "--new-tokens", "6"], cwd=EXAMPLES)
+    assert "tensor-parallel over 4 devices" in out and "identical" in out, out[-2000:]
+    assert "transport xla" in out

@@ -5,6 +5,7 @@ Run by test_threaded.py with TORCHTPU_CPU_DEVICES=4; exits non-zero on the first
 from __future__ import annotations
 
 import sys
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -82,6 +83,16 @@ def check_moves(rank: int) -> None:
         dist.all_gather(to, t)
         for i in range(WORLD):
             same(to[i], co[i], f"all_gather {dtype}")
+    ins = [data(rank, (2,), torch.float32, salt=1), data(rank, (3, 1), torch.float32, salt=2)]
+    co = [[torch.empty_like(x) for x in ins] for _ in range(WORLD)]
+    to = [[torch.empty_like(x, device="tpu") for x in ins] for _ in range(WORLD)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # deprecated, still used
+        dist.all_gather_coalesced(co, ins)
+        dist.all_gather_coalesced(to, [x.to("tpu") for x in ins])
+    for r in range(WORLD):
+        for i in range(len(ins)):
+            same(to[r][i], co[r][i], "all_gather_coalesced")
     c, t = both(rank, (3, 2), torch.float32)
     co, to = torch.empty(12, 2), torch.empty(12, 2, device="tpu")
     dist.all_gather_into_tensor(co, c)
