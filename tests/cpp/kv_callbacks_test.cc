@@ -66,10 +66,11 @@ TEST(KvCallbacks, PutThenGetRoundTripsBinaryValues) {
 
 TEST(KvCallbacks, MissingKeysBecomePjrtErrors) {
   MapStore store;
-  auto try_get = Args<PJRT_KeyValueTryGetCallback_Args>(&store, "absent");
+  const std::string absent = "absent";  // outlives the argument structs that point into it
+  auto try_get = Args<PJRT_KeyValueTryGetCallback_Args>(&store, absent);
   EXPECT_NE(KvTryGet(&try_get), nullptr);
   EXPECT_EQ(g_code, PJRT_Error_Code_NOT_FOUND);
-  auto get = Args<PJRT_KeyValueGetCallback_Args>(&store, "absent");
+  auto get = Args<PJRT_KeyValueGetCallback_Args>(&store, absent);
   get.timeout_in_ms = 5;
   EXPECT_NE(KvGet(&get), nullptr);
   EXPECT_EQ(g_code, PJRT_Error_Code_DEADLINE_EXCEEDED);
