@@ -170,7 +170,9 @@ std::vector<std::vector<rt::BufferPtr>> LaunchProgram(const CollectiveSpec& spec
     for (const rt::BufferPtr& b : p.inputs) args.back().push_back(b->raw());
   }
   eager::GetMetrics().executions++;
-  return client.ExecuteReplicated(*exe, args, devices);
+  auto outs = client.ExecuteReplicated(*exe, args, devices);
+  for (size_t i = 0; i < outs.size(); ++i) eager::NoteOutputs(outs[i], devices[i]);
+  return outs;
 }
 
 std::string DescribeTimeout(const std::string& what, std::chrono::milliseconds t) {
@@ -403,6 +405,22 @@ std::vector<at::Tensor> Cpu(const std::vector<at::Tensor>& ts) {
   return out;
 }
 
+// On the CPU plugin a buffer is host memory: when `t` alone holds its buffer, a host backend can
+// reduce that memory in place instead of a copy out and a copy back. Undefined otherwise.
+at::Tensor HostAlias(const at::Tensor& t) {
+  if (eager::Client().platform_name() != "cpu" || !WholeStorage(t)) return {};
+  eager::LazyPtr v = aten::Current(t.storage());
+  if (v == nullptr) return {};
+  rt::BufferPtr b = eager::Materialize(v);
+  eager::Synchronize(t.device().index());  // no program issued earlier still reads it
+  // Holders: the slot and `v`; the buffer: `v` and `b`. Anyone else would see the change.
+  if (v.use_count() > 2 || b.use_count() > 2 || !Matches(b, t) || aten::Current(t.storage()) != v) {
+    return {};
+  }
+  return at::from_blob(
+      b->UnsafePointer(), t.sizes(), [v](void*) {}, at::TensorOptions().dtype(t.scalar_type()));
+}
+
 // Gloo has neither AVG nor PREMUL_SUM: they travel as SUM with the scaling done on tpu.
 c10d::ReduceOp HostOp(Reduction r, const c10d::ReduceOp& op) {
   return r == Reduction::kAvg || r == Reduction::kPremulSum ? c10d::ReduceOp(c10d::ReduceOp::SUM)
@@ -412,9 +430,8 @@ at::Tensor HostBefore(Reduction r, double factor, const at::Tensor& t) {
   return r == Reduction::kPremulSum ? (t * factor).cpu() : t.cpu();
 }
 void HostAfter(Reduction r, int size, const at::Tensor& dst, const at::Tensor& cpu) {
-  at::Tensor v = cpu.to(dst.device());
-  if (r == Reduction::kAvg) v = v / size;
-  dst.copy_(v);
+  if (r == Reduction::kAvg) cpu.div_(size);
+  dst.copy_(cpu);
 }
 
 }  // namespace
@@ -461,13 +478,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::allreduce_coalesced(
   std::vector<at::Tensor> ts = tensors;
   if (host_) {
     std::vector<at::Tensor> cpu;
-    for (const at::Tensor& t : ts) cpu.push_back(HostBefore(r, factor, t));
+    std::vector<bool> aliased;
+    for (const at::Tensor& t : ts) {
+      at::Tensor alias = r == Reduction::kPremulSum ? at::Tensor() : HostAlias(t);
+      aliased.push_back(alias.defined());
+      cpu.push_back(alias.defined() ? alias : HostBefore(r, factor, t));
+    }
     c10d::AllreduceCoalescedOptions o = opts;
     o.reduceOp = HostOp(r, opts.reduceOp);
     auto w = ts.size() == 1 ? host_->allreduce(cpu, o) : host_->allreduce_coalesced(cpu, o);
     int size = size_;
-    return Track(Host(c10d::OpType::ALLREDUCE, "allreduce", w, [ts, cpu, r, size] {
-      for (size_t i = 0; i < ts.size(); ++i) HostAfter(r, size, ts[i], cpu[i]);
+    return Track(Host(c10d::OpType::ALLREDUCE, "allreduce", w, [ts, cpu, aliased, r, size] {
+      for (size_t i = 0; i < ts.size(); ++i) {
+        if (!aliased[i]) {
+          HostAfter(r, size, ts[i], cpu[i]);
+        } else if (r == Reduction::kAvg) {
+          cpu[i].div_(size);  // the tensor's own memory
+        }
+      }
       return ts;
     }));
   }

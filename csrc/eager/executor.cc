@@ -260,10 +260,7 @@ std::vector<rt::BufferPtr> Execute(const rt::Executable& exe,
   for (const auto& b : inputs) raw.push_back(b->raw());
   std::vector<rt::BufferPtr> outs = Client().Execute(exe, raw, device);
   GetMetrics().executions++;
-  if (!outs.empty()) {
-    std::lock_guard<std::mutex> lock(Last().mu);
-    Last().last[device] = outs.back();
-  }
+  if (!outs.empty()) NoteOutputs(outs, device);
   if (GetMode() == Mode::kDebug) {
     for (const auto& b : outs) b->Await();
   }
@@ -327,6 +324,12 @@ LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
   LazyPtr b = Lazy::Of(Client().FromHost(bits, t, {}, device), device);
   cache.emplace(key, b);
   return b;
+}
+
+void NoteOutputs(const std::vector<rt::BufferPtr>& outs, int device) {
+  if (outs.empty()) return;
+  std::lock_guard<std::mutex> lock(Last().mu);
+  Last().last[device] = outs.back();
 }
 
 std::weak_ptr<rt::Buffer> LastOutput(int device) {

@@ -80,6 +80,9 @@ std::vector<rt::BufferPtr> Execute(const rt::Executable& exe,
 // programs as parameters, so a new value never means a new compile.
 LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device);
 
+// Notes the outputs of a program just launched on `device` (one run outside Execute, such as
+// a collective's replicated execution), so that Synchronize and events wait for it.
+void NoteOutputs(const std::vector<rt::BufferPtr>& outs, int device);
 // The most recent program output on `device` (what an event recorded now waits for).
 std::weak_ptr<rt::Buffer> LastOutput(int device);
 

@@ -202,6 +202,13 @@ void Buffer::ToHost(void* dst, size_t nbytes) const {
   AwaitEvent(client_->api(), args->event, "PJRT_Buffer_ToHostBuffer");
 }
 
+void* Buffer::UnsafePointer() const {
+  Args<PJRT_Buffer_UnsafePointer_Args> args;
+  args->buffer = raw_;
+  TPU_PJRT(client_->api(), Buffer_UnsafePointer, args);
+  return reinterpret_cast<void*>(args->buffer_pointer);
+}
+
 Executable::Executable(Client* client, PJRT_LoadedExecutable* raw, std::vector<ShapedType> outputs)
     : client_(client), raw_(raw), outputs_(std::move(outputs)) {}
 

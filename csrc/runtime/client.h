@@ -56,6 +56,8 @@ class Buffer {
   void OnReady(std::function<void()> fn) const;
   // Copies the (dense, row-major) value to host memory; blocks.
   void ToHost(void* dst, size_t nbytes) const;
+  // Where the value lives (host memory on the CPU plugin); valid while the buffer lives.
+  void* UnsafePointer() const;
 
  private:
   Client* client_;

@@ -132,6 +132,15 @@ def torchrun_backend_strings() -> None:
     c = torch.full((2,), rank + 1.0)
     dist.all_reduce(c, group=mixed)
     assert c.tolist() == [3.0, 3.0]
+    # The host transport reduces a buffer in place only when nothing else holds it.
+    a = torch.full((1000,), rank + 1.0, device=device)
+    b = torch.empty_like(a)
+    b.copy_(a)
+    view = a[10:20]
+    dist.all_reduce(a, dist.ReduceOp.AVG, async_op=True).wait()
+    assert torch.equal(a.cpu(), torch.full((1000,), 1.5)), a
+    assert torch.equal(b.cpu(), torch.full((1000,), rank + 1.0)), b
+    assert torch.equal(view.cpu(), torch.full((10,), 1.5))
     print(f"PASS torchrun_backend_strings rank {rank}", flush=True)
     dist.destroy_process_group()
 
