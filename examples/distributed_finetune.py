@@ -36,6 +36,22 @@ def build(args: argparse.Namespace, device: torch.device) -> torch.nn.Module:
     return LlamaForCausalLM(cfg).to(device)
 
 
+def tp_plan() -> dict:
+    """Megatron-style tensor parallelism of a Llama decoder layer: q/k/v and gate/up split by
+    output features, o and down by input features (one all_reduce after each)."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    return {
+        "self_attn.q_proj": ColwiseParallel(),
+        "self_attn.k_proj": ColwiseParallel(),
+        "self_attn.v_proj": ColwiseParallel(),
+        "self_attn.o_proj": RowwiseParallel(),
+        "mlp.gate_proj": ColwiseParallel(),
+        "mlp.up_proj": ColwiseParallel(),
+        "mlp.down_proj": RowwiseParallel(),
+    }
+
+
 def wrap(model: torch.nn.Module, how: str, device: torch.device) -> torch.nn.Module:
     if how == "ddp":
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -55,24 +71,11 @@ def wrap(model: torch.nn.Module, how: str, device: torch.device) -> torch.nn.Mod
         return fully_shard(model, **kw)
     if how == "tp":
         from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.tensor.parallel import (
-            ColwiseParallel,
-            RowwiseParallel,
-            parallelize_module,
-        )
+        from torch.distributed.tensor.parallel import parallelize_module
 
         mesh = init_device_mesh(device.type, (dist.get_world_size(),))
-        plan = {
-            "self_attn.q_proj": ColwiseParallel(),
-            "self_attn.k_proj": ColwiseParallel(),
-            "self_attn.v_proj": ColwiseParallel(),
-            "self_attn.o_proj": RowwiseParallel(),
-            "mlp.gate_proj": ColwiseParallel(),
-            "mlp.up_proj": ColwiseParallel(),
-            "mlp.down_proj": RowwiseParallel(),
-        }
         for layer in model.model.layers:
-            parallelize_module(layer, mesh, plan)
+            parallelize_module(layer, mesh, tp_plan())
         return model
     raise ValueError(how)
 

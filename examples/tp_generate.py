@@ -17,6 +17,7 @@ import time
 os.environ.setdefault("TORCHTPU_CPU_DEVICES", "4")
 
 import torch
+from distributed_finetune import tp_plan
 from instruct_data import encode
 from llama_config import small_llama_config
 from transformers import LlamaForCausalLM
@@ -44,11 +45,7 @@ def generate(model: LlamaForCausalLM, device: torch.device, prompt: torch.Tensor
 
 def main() -> None:
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import (
-        ColwiseParallel,
-        RowwiseParallel,
-        parallelize_module,
-    )
+    from torch.distributed.tensor.parallel import parallelize_module
 
     p = argparse.ArgumentParser()
     p.add_argument("--new-tokens", type=int, default=24)
@@ -61,22 +58,13 @@ def main() -> None:
                    args.new_tokens)
     one_s = time.perf_counter() - start
 
-    plan = {
-        "self_attn.q_proj": ColwiseParallel(),
-        "self_attn.k_proj": ColwiseParallel(),
-        "self_attn.v_proj": ColwiseParallel(),
-        "self_attn.o_proj": RowwiseParallel(),
-        "mlp.gate_proj": ColwiseParallel(),
-        "mlp.up_proj": ColwiseParallel(),
-        "mlp.down_proj": RowwiseParallel(),
-    }
 
     def rank_main(rank: int, world: int) -> tuple[torch.Tensor, float, str]:
         device = torch.device("tpu", rank)
         model = copy.deepcopy(cpu_model).to(device)
         mesh = init_device_mesh("tpu", (world,))
         for layer in model.model.layers:
-            parallelize_module(layer, mesh, plan)
+            parallelize_module(layer, mesh, tp_plan())
         begin = time.perf_counter()
         tokens = generate(model, device, prompt, args.new_tokens)
         return tokens, time.perf_counter() - begin, tpu.distributed.transport()
