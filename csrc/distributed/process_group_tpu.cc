@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <numeric>
 #include <torch/csrc/distributed/c10d/Types.hpp>
-#include <unordered_map>
 
 #include "aten/storage.h"
 #include "distributed/rendezvous.h"
@@ -34,21 +33,15 @@ bool Matches(const rt::BufferPtr& b, const at::Tensor& t) {
 
 // The value of `t` as a buffer shaped and typed like t (a host read: flushes t's device).
 rt::BufferPtr InputBuffer(const at::Tensor& t) {
-  at::Tensor c = t;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    eager::LazyPtr v = WholeStorage(c) ? aten::Current(c.storage()) : nullptr;
-    if (v != nullptr) {
-      rt::BufferPtr b = eager::Materialize(v);
-      if (Matches(b, t)) return b;
-    }
-    // A view, a reinterpretation or a never-written tensor: a fresh copy holds exactly t.
-    c = WholeStorage(c) && aten::Current(c.storage()) == nullptr
-            ? at::zeros_like(t, at::MemoryFormat::Contiguous)
-            : t.clone(at::MemoryFormat::Contiguous);
+  eager::LazyPtr v = WholeStorage(t) ? aten::Current(t.storage()) : nullptr;
+  if (v != nullptr) {
+    rt::BufferPtr b = eager::Materialize(v);
+    if (Matches(b, t)) return b;
   }
-  eager::LazyPtr v = aten::Current(c.storage());
-  TORCH_CHECK(v != nullptr, "tpu: cannot read the input of a collective");
-  rt::BufferPtr b = eager::Materialize(v);
+  // A view, a reinterpretation or a never-written tensor: a fresh tensor holds exactly t.
+  at::Tensor c = WholeStorage(t) && v == nullptr ? at::zeros_like(t, at::MemoryFormat::Contiguous)
+                                                 : t.clone(at::MemoryFormat::Contiguous);
+  rt::BufferPtr b = eager::Materialize(aten::Current(c.storage()));
   TORCH_CHECK(Matches(b, t), "tpu: the input of a collective has an unexpected layout");
   return b;
 }
@@ -124,55 +117,29 @@ void CheckReduction(Reduction r, const at::Tensor& t) {
   }
 }
 
-// ---- Programs: compiled once per collective, dtype, shape and device assignment ----
-
-std::mutex g_programs_mu;
-std::unordered_map<std::string, std::shared_ptr<rt::Executable>> g_programs;
+// ---- Programs: compiled (and cached, in memory and on disk) like every other program ----
 
 // Runs `spec` with one replica per global device id in `ids` (the parts' devices when empty);
 // `parts` are the replicas on this process's devices.
 std::vector<std::vector<rt::BufferPtr>> LaunchProgram(const CollectiveSpec& spec,
                                                       const std::vector<Part>& parts,
                                                       std::vector<int> ids) {
-  rt::Client& client = eager::Client();
   std::vector<int> devices;
-  for (const Part& p : parts) devices.push_back(p.device);
-  if (ids.empty()) {
-    for (const Part& p : parts) ids.push_back(client.device_id(p.device));
-  }
-  std::string key = lowering::Describe(spec) + " on";
-  for (int id : ids) key += " " + std::to_string(id);
-  std::shared_ptr<rt::Executable> exe;
-  {
-    std::lock_guard<std::mutex> lock(g_programs_mu);
-    auto it = g_programs.find(key);
-    if (it != g_programs.end()) exe = it->second;
-  }
-  if (!exe) {
-    ir::Graph g = lowering::CollectiveProgram(spec);
-    std::vector<rt::ShapedType> outs;
-    for (ir::Value r : g.results) outs.push_back({g.type(r).dtype, g.type(r).dims});
-    auto start = std::chrono::steady_clock::now();
-    exe = client.CompileReplicated(ir::PrintModule(g), outs, ids);
-    eager::Metrics& m = eager::GetMetrics();
-    m.compiles++;
-    m.compile_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::steady_clock::now() - start)
-                        .count();
-    std::lock_guard<std::mutex> lock(g_programs_mu);
-    g_programs.emplace(key, exe);
-  } else {
-    eager::GetMetrics().cache_hits++;
-  }
-  std::vector<std::vector<PJRT_Buffer*>> args;
+  std::vector<std::vector<rt::BufferPtr>> inputs;
   for (const Part& p : parts) {
-    args.emplace_back();
-    for (const rt::BufferPtr& b : p.inputs) args.back().push_back(b->raw());
+    devices.push_back(p.device);
+    inputs.push_back(p.inputs);
   }
-  eager::GetMetrics().executions++;
-  auto outs = client.ExecuteReplicated(*exe, args, devices);
-  for (size_t i = 0; i < outs.size(); ++i) eager::NoteOutputs(outs[i], devices[i]);
-  return outs;
+  if (ids.empty()) {
+    for (int d : devices) ids.push_back(eager::Client().device_id(d));
+  }
+  ir::Graph g = lowering::CollectiveProgram(spec);
+  // The program and where its replicas run.
+  ir::Hash128 key = ir::StructuralHash(g);
+  key.lo ^= rt::BytesHash(ids.data(), ids.size() * sizeof(int), key.hi);
+  rt::ExecutablePtr exe = eager::Executable(
+      key, [&] { return g; }, ids);
+  return eager::ExecuteReplicated(*exe, inputs, devices);
 }
 
 std::string DescribeTimeout(const std::string& what, std::chrono::milliseconds t) {
@@ -310,6 +277,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::Track(c10::intrusive_ptr<TpuWork
   return w;
 }
 
+ProcessGroupTPU::PointToPoint ProcessGroupTPU::Pair(int src, int dst, int tag) {
+  uint64_t n = p2p_seq_[{src, dst}]++;
+  return {uid_ + "/p2p/" + std::to_string(src) + ">" + std::to_string(dst) + "/" +
+              std::to_string(tag) + "/" + std::to_string(n),
+          src == rank_ ? 0 : 1, src, dst};
+}
+
+CollectiveSpec ProcessGroupTPU::PermuteSpec(const at::Tensor& t) const {
+  CollectiveSpec s = Spec(Collective::kPermute, {t});
+  s.size = 2;  // replica 0 sends, replica 1 receives
+  s.pairs = {{0, 1}};
+  return s;
+}
+
 CollectiveSpec ProcessGroupTPU::Spec(Collective kind,
                                      const std::vector<at::Tensor>& operands) const {
   CollectiveSpec s;
@@ -324,15 +305,14 @@ CollectiveSpec ProcessGroupTPU::Spec(Collective kind,
 
 c10::intrusive_ptr<TpuWork> ProcessGroupTPU::Xla(c10d::OpType type, const CollectiveSpec& spec,
                                                  const std::vector<at::Tensor>& inputs,
-                                                 Finish finish, const std::string& meeting,
-                                                 int meeting_rank) {
-  const std::string key = meeting.empty() ? uid_ + "/" + std::to_string(seq_++) : meeting;
-  const int who = meeting_rank < 0 ? rank_ : meeting_rank;
-  auto work = c10::make_intrusive<TpuWork>(rank_, type, lowering::Describe(spec), key,
-                                           static_cast<int>(spec.size), timeout_);
+                                                 Finish finish, const PointToPoint* p2p) {
+  const std::string what = lowering::Describe(spec);
+  const std::string key = p2p ? p2p->meeting : uid_ + "/" + std::to_string(seq_++);
+  auto work =
+      c10::make_intrusive<TpuWork>(rank_, type, what, key, static_cast<int>(spec.size), timeout_);
   Part part;
   part.device = inputs.empty() ? 0 : inputs[0].device().index();
-  part.signature = lowering::Describe(spec);
+  part.signature = what;
   for (const at::Tensor& t : inputs) part.inputs.push_back(InputBuffer(t));
   part.done = [work, finish](std::vector<rt::BufferPtr> outs, const std::string* error) {
     if (error != nullptr) return work->Fail("tpu: " + *error);
@@ -344,28 +324,21 @@ c10::intrusive_ptr<TpuWork> ProcessGroupTPU::Xla(c10d::OpType type, const Collec
       work->Fail(std::string("tpu: writing the results of a collective failed: ") + e.what());
     }
   };
-  if (!device_ids_.empty()) {
-    // One client spans the processes: every rank launches the same program on its device.
-    std::vector<int> ids;
-    if (spec.kind == Collective::kPermute) {
-      ids = {device_ids_.at(meeting_peers_.first), device_ids_.at(meeting_peers_.second)};
-    } else {
-      ids = device_ids_;
-    }
-    std::vector<std::vector<rt::BufferPtr>> outs;
-    std::vector<Part> parts{std::move(part)};
-    try {
-      outs = LaunchProgram(spec, parts, ids);
-    } catch (const std::exception& e) {
-      std::string msg = e.what();
-      parts[0].done({}, &msg);
-      return work;
-    }
-    parts[0].done(std::move(outs[0]), nullptr);
+  if (device_ids_.empty()) {
+    Join(key, static_cast<int>(spec.size), p2p ? p2p->meeting_rank : rank_, std::move(part),
+         [spec](const std::vector<Part>& parts) { return LaunchProgram(spec, parts, {}); });
     return work;
   }
-  Join(key, static_cast<int>(spec.size), who, std::move(part),
-       [spec](const std::vector<Part>& parts) { return LaunchProgram(spec, parts, {}); });
+  // One client spans the processes: every rank launches the same program on its own device.
+  std::vector<int> ids = device_ids_;
+  if (p2p) ids = {device_ids_.at(p2p->src), device_ids_.at(p2p->dst)};
+  try {
+    auto outs = LaunchProgram(spec, {part}, ids);
+    part.done(std::move(outs[0]), nullptr);
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    part.done({}, &msg);
+  }
   return work;
 }
 
@@ -913,16 +886,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::send(std::vector<at::Tensor>& te
     return Track(
         Host(c10d::OpType::SEND, "send", w, [t, cpu] { return std::vector<at::Tensor>{t}; }));
   }
-  uint64_t n = p2p_seq_[{rank_, dst}]++;
-  meeting_peers_ = {rank_, dst};
-  CollectiveSpec s = Spec(Collective::kPermute, {t});
-  s.size = 2;
-  s.pairs = {{0, 1}};
-  std::string key = uid_ + "/p2p/" + std::to_string(rank_) + ">" + std::to_string(dst) + "/" +
-                    std::to_string(tag) + "/" + std::to_string(n);
+  PointToPoint p2p = Pair(rank_, dst, tag);
   return Track(Xla(
-      c10d::OpType::SEND, s, {t},
-      [t](const std::vector<at::Tensor>&) { return std::vector<at::Tensor>{t}; }, key, 0));
+      c10d::OpType::SEND, PermuteSpec(t), {t},
+      [t](const std::vector<at::Tensor>&) { return std::vector<at::Tensor>{t}; }, &p2p));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::recv(std::vector<at::Tensor>& tensors, int src,
@@ -938,21 +905,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::recv(std::vector<at::Tensor>& te
       return std::vector<at::Tensor>{t};
     }));
   }
-  uint64_t n = p2p_seq_[{src, rank_}]++;
-  meeting_peers_ = {src, rank_};
-  CollectiveSpec s = Spec(Collective::kPermute, {t});
-  s.size = 2;
-  s.pairs = {{0, 1}};
-  std::string key = uid_ + "/p2p/" + std::to_string(src) + ">" + std::to_string(rank_) + "/" +
-                    std::to_string(tag) + "/" + std::to_string(n);
+  PointToPoint p2p = Pair(src, rank_, tag);
+  // The receiver's replica contributes a placeholder of the message's type.
   at::Tensor zeros = at::zeros_like(t, at::MemoryFormat::Contiguous);
   return Track(Xla(
-      c10d::OpType::RECV, s, {zeros},
+      c10d::OpType::RECV, PermuteSpec(t), {zeros},
       [t](const std::vector<at::Tensor>& res) {
         Write(t, res[0]);
         return std::vector<at::Tensor>{t};
       },
-      key, 1));
+      &p2p));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::recvAnysource(std::vector<at::Tensor>& tensors,

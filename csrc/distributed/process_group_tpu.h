@@ -121,11 +121,20 @@ class ProcessGroupTPU : public c10d::Backend {
 
  private:
   using Finish = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>& results)>;
-  // The XLA path: joins this collective's meeting with `inputs`; `finish` writes the rank's
-  // results (as tpu tensors) into the caller's outputs and returns them.
+  // A message from `src` to `dst`: its own meeting, where the sender is participant 0.
+  struct PointToPoint {
+    std::string meeting;
+    int meeting_rank;
+    int src, dst;
+  };
+  // The XLA path: joins this collective's meeting (the group's next one, or p2p's) with
+  // `inputs`; `finish` writes the rank's results (as tpu tensors) into the caller's outputs and
+  // returns them.
   c10::intrusive_ptr<TpuWork> Xla(c10d::OpType type, const lowering::CollectiveSpec& spec,
                                   const std::vector<at::Tensor>& inputs, Finish finish,
-                                  const std::string& meeting = "", int meeting_rank = -1);
+                                  const PointToPoint* p2p = nullptr);
+  PointToPoint Pair(int src, int dst, int tag);
+  lowering::CollectiveSpec PermuteSpec(const at::Tensor& t) const;
   // The host path: `run` issues the host backend's collective on `cpu` copies; when it
   // completes, `finish` copies results back.
   c10::intrusive_ptr<TpuWork> Host(c10d::OpType type, const std::string& what,
@@ -142,7 +151,6 @@ class ProcessGroupTPU : public c10d::Backend {
   std::string uid_;
   c10::intrusive_ptr<c10d::Backend> host_;
   std::vector<int> device_ids_;
-  std::pair<int, int> meeting_peers_;  // (src, dst) of the point-to-point op being issued
   uint64_t seq_ = 0;
   std::map<std::pair<int, int>, uint64_t> p2p_seq_;  // (src, dst) -> messages so far
   bool coalescing_ = false;

@@ -46,6 +46,13 @@ LastOutputs& Last() {
   return *l;
 }
 
+// Notes a program's outputs on `device`, so that Synchronize and events wait for them.
+void NoteOutputs(const std::vector<rt::BufferPtr>& outs, int device) {
+  if (outs.empty()) return;
+  std::lock_guard<std::mutex> lock(Last().mu);
+  Last().last[device] = outs.back();
+}
+
 struct ScalarKey {
   uint64_t bits;
   int dtype;
@@ -68,7 +75,7 @@ std::string g_version;
 
 // The disk key: the program, how it is compiled, and exactly which plugin and torchtpu compile
 // it (a serialized executable only loads into the library version that produced it).
-std::string DiskKey(const ir::Hash128& h) {
+std::string DiskKey(const ir::Hash128& h, const std::vector<int>& device_ids) {
   static const uint64_t plugin = [] {
     rt::Client& cl = Client();
     std::string id = cl.plugin_path() + "|" + cl.platform_name() + "|" +
@@ -76,7 +83,7 @@ std::string DiskKey(const ir::Hash128& h) {
                      std::to_string(rt::FileHash(cl.plugin_path()));
     return rt::BytesHash(id.data(), id.size());
   }();
-  std::string opts = rt::Client::CompileOptions() + "|" + g_version;
+  std::string opts = rt::CompileOptionsBytes(device_ids) + "|" + g_version;
   uint64_t a = rt::BytesHash(opts.data(), opts.size(), plugin ^ h.lo);
   uint64_t b = rt::BytesHash(opts.data(), opts.size(), plugin ^ h.hi ^ 0x5bd1e995);
   char buf[40];
@@ -91,10 +98,11 @@ std::vector<rt::ShapedType> OutputTypes(const ir::Graph& g) {
   return outs;
 }
 
-rt::ExecutablePtr CompileTimed(const ir::Graph& g) {
+rt::ExecutablePtr CompileTimed(const ir::Graph& g, const std::vector<int>& device_ids) {
   Metrics& m = GetMetrics();
   auto start = std::chrono::steady_clock::now();
-  rt::ExecutablePtr exe = Client().Compile(ir::PrintModule(g), OutputTypes(g));
+  rt::ExecutablePtr exe =
+      Client().CompileReplicated(ir::PrintModule(g), OutputTypes(g), device_ids);
   m.compile_ns +=
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count();
@@ -103,14 +111,15 @@ rt::ExecutablePtr CompileTimed(const ir::Graph& g) {
 }
 
 // A miss in memory: load from disk, or compile (once across processes) and store.
-rt::ExecutablePtr LoadOrCompile(const ir::Graph& g, const ir::Hash128& h) {
+rt::ExecutablePtr LoadOrCompile(const ir::Graph& g, const ir::Hash128& h,
+                                const std::vector<int>& device_ids) {
   rt::DiskCache* disk;
   {
     std::lock_guard<std::mutex> lock(g_disk_mu);
     disk = g_disk;
   }
-  if (disk == nullptr) return CompileTimed(g);
-  std::string key = DiskKey(h);
+  if (disk == nullptr) return CompileTimed(g, device_ids);
+  std::string key = DiskKey(h, device_ids);
   auto lock = disk->LockKey(key);
   if (std::optional<std::string> bytes = disk->Load(key)) {
     try {
@@ -121,7 +130,7 @@ rt::ExecutablePtr LoadOrCompile(const ir::Graph& g, const ir::Hash128& h) {
       disk->Remove(key);  // from another plugin build after all: recompile and replace
     }
   }
-  rt::ExecutablePtr exe = CompileTimed(g);
+  rt::ExecutablePtr exe = CompileTimed(g, device_ids);
   try {
     disk->Store(key, Client().Serialize(*exe));
   } catch (const rt::Error&) {
@@ -211,7 +220,8 @@ size_t MaxLoadedPrograms() {
 }
 }  // namespace
 
-rt::ExecutablePtr Executable(const ir::Hash128& key, const std::function<ir::Graph()>& build) {
+rt::ExecutablePtr Executable(const ir::Hash128& key, const std::function<ir::Graph()>& build,
+                             const std::vector<int>& device_ids) {
   ExecutableCache& cache = Cache();
   {
     std::lock_guard<std::mutex> lock(cache.mu);
@@ -225,7 +235,7 @@ rt::ExecutablePtr Executable(const ir::Hash128& key, const std::function<ir::Gra
   // The disk cache is keyed by the program's own structural hash: `key` may be a fused trace's
   // key, whose meaning is private to this build of torchtpu.
   ir::Graph g = build();
-  rt::ExecutablePtr exe = LoadOrCompile(g, ir::StructuralHash(g));
+  rt::ExecutablePtr exe = LoadOrCompile(g, ir::StructuralHash(g), device_ids);
   std::vector<rt::ExecutablePtr> evicted;
   {
     std::lock_guard<std::mutex> lock(cache.mu);
@@ -326,10 +336,22 @@ LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
   return b;
 }
 
-void NoteOutputs(const std::vector<rt::BufferPtr>& outs, int device) {
-  if (outs.empty()) return;
-  std::lock_guard<std::mutex> lock(Last().mu);
-  Last().last[device] = outs.back();
+std::vector<std::vector<rt::BufferPtr>> ExecuteReplicated(
+    const rt::Executable& exe, const std::vector<std::vector<rt::BufferPtr>>& inputs,
+    const std::vector<int>& devices) {
+  std::vector<std::vector<PJRT_Buffer*>> raw(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for (const auto& b : inputs[i]) raw[i].push_back(b->raw());
+  }
+  auto outs = Client().ExecuteReplicated(exe, raw, devices);
+  GetMetrics().executions++;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    NoteOutputs(outs[i], devices[i]);
+    if (GetMode() == Mode::kDebug) {
+      for (const auto& b : outs[i]) b->Await();
+    }
+  }
+  return outs;
 }
 
 std::weak_ptr<rt::Buffer> LastOutput(int device) {

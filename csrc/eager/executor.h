@@ -70,8 +70,10 @@ void Flush(int device);
 // Compiles (or finds in the cache) and runs `g` on `device` now. `inputs` match g.params.
 std::vector<rt::BufferPtr> Run(const ir::Graph& g, const std::vector<rt::BufferPtr>& inputs,
                                int device);
-// The executable cached under `key`; on a miss `build` makes the graph to compile.
-rt::ExecutablePtr Executable(const ir::Hash128& key, const std::function<ir::Graph()>& build);
+// The executable cached under `key` (in memory and on disk); on a miss `build` makes the graph
+// to compile: for one device, portable, or with one replica per global id in `device_ids`.
+rt::ExecutablePtr Executable(const ir::Hash128& key, const std::function<ir::Graph()>& build,
+                             const std::vector<int>& device_ids = {});
 // Runs an executable, then notes its last output for Synchronize and events.
 std::vector<rt::BufferPtr> Execute(const rt::Executable& exe,
                                    const std::vector<rt::BufferPtr>& inputs, int device);
@@ -80,9 +82,10 @@ std::vector<rt::BufferPtr> Execute(const rt::Executable& exe,
 // programs as parameters, so a new value never means a new compile.
 LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device);
 
-// Notes the outputs of a program just launched on `device` (one run outside Execute, such as
-// a collective's replicated execution), so that Synchronize and events wait for it.
-void NoteOutputs(const std::vector<rt::BufferPtr>& outs, int device);
+// Runs a replicated executable (collectives) on this process's `devices`, one input list each.
+std::vector<std::vector<rt::BufferPtr>> ExecuteReplicated(
+    const rt::Executable& exe, const std::vector<std::vector<rt::BufferPtr>>& inputs,
+    const std::vector<int>& devices);
 // The most recent program output on `device` (what an event recorded now waits for).
 std::weak_ptr<rt::Buffer> LastOutput(int device);
 
