@@ -80,6 +80,10 @@ def _register() -> None:
     if dist.is_available():
         distributed.register()
 
+    from . import _inductor
+
+    _inductor.install()
+
 
 _register()
 

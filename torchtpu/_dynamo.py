@@ -1,18 +1,238 @@
 """The "tpu" torch.compile backend (found by Dynamo through the torch_dynamo_backends entry point).
 
-For now it runs the captured FX graph op by op on the tpu device, i.e. with eager semantics and
-eager speed. It exists so that code which compiles for its device (Hugging Face's generate()
-with a static cache compiles with backend="tpu") runs unchanged; a backend that compiles the
-whole graph into one XLA program comes with the torch.compile work.
+AOTAutograd turns Dynamo's graph into functional ATen graphs (forward, backward, inference).
+Each graph is lowered by running it once through the eager kernels while the device *captures*:
+every op is recorded, nothing is cut, so the graph goes through exactly the steps an eager op
+takes (rule lookup, Meta shapes, reading inputs through views, lowering, writing results back)
+and becomes one XLA program. Later calls run that program directly on their inputs: parameters
+and buffers are program inputs, mutated inputs are written back, random ops draw from the
+device generator as eager does, and the executable sits in the persistent cache like any other.
+
+A graph that computes on the host (a CPU tensor op, a value read back in the middle) cannot be
+one device program: it runs op by op through the eager kernels instead, with the same results.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+import torch.fx
+
+from . import _C
+
+# Captures kept per graph (one per input layout: strides, storage offsets, aliasing).
+_MAX_PROGRAMS = 8
 
 
-def tpu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-    return gm.forward
+class _Interpreter(torch.fx.Interpreter):
+    """Runs a graph node by node; an error names the user's line the node came from."""
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        try:
+            return super().run_node(n)
+        except Exception as e:
+            trace = (n.meta.get("stack_trace") or "").strip()
+            if trace and not getattr(e, "_tpu_noted", False):
+                last = trace.splitlines()[-2:] if "File" in trace else [trace]
+                e.add_note("(compiled graph, from user code)\n" + "\n".join(last))
+                e._tpu_noted = True  # type: ignore[attr-defined]
+            raise
+
+
+def _values(v: Any) -> list[Any]:
+    if isinstance(v, (list, tuple)):
+        return [x for item in v for x in _values(item)]
+    return [v]
+
+
+def _is_symbolic(v: Any) -> bool:
+    return isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool))
+
+
+def _split_host(gm: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule | None, torch.fx.GraphModule, list[tuple[str, int]]] | None:
+    """Splits off the graph's host part: ops on CPU tensors computed from the graph's inputs and
+    constants alone (an optimizer's step counts and bias corrections, a constant's copy). They run
+    in Python on each call, and their values enter the device part as inputs.
+
+    Returns (host graph or None, device graph, where each output comes from), or None when the
+    graph cannot be one device program: a host op reads a device value, or sizes are symbolic.
+    """
+    where: dict[torch.fx.Node, str] = {}
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "get_attr"):
+            where[node] = "input"
+            continue
+        if node.op != "call_function":
+            continue
+        vals = _values(node.meta.get("val"))
+        if any(_is_symbolic(v) for v in vals):
+            return None
+        if node.target is torch.ops.aten._local_scalar_dense.default:
+            return None
+        devices = {v.device.type for v in vals if isinstance(v, torch.Tensor)}
+        sources = {where[n] for n in node.all_input_nodes}
+        if devices == {"tpu"} or (not devices and "device" in sources):
+            where[node] = "device"
+        elif devices and "tpu" not in devices and "device" not in sources:
+            where[node] = "host"
+        elif not devices:
+            where[node] = "host"
+        else:
+            return None  # mixes devices, or computes on the host from a device value
+    host_nodes = [n for n in gm.graph.nodes if where.get(n) == "host"]
+    if not host_nodes:
+        return None, gm, []
+
+    # The host values the device part or the outputs use.
+    exported = [
+        n
+        for n in host_nodes
+        if any(where.get(u) == "device" or u.op == "output" for u in n.users)
+    ]
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+
+    host = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    for n in gm.graph.nodes:
+        if n.op == "placeholder" or n.op == "get_attr" or where.get(n) == "host":
+            env[n] = host.node_copy(n, lambda x: env[x])
+    host.output(tuple(env[n] for n in exported))
+
+    dev = torch.fx.Graph()
+    env = {}
+    for n in placeholders:
+        env[n] = dev.node_copy(n, lambda x: env[x])
+    for k, n in enumerate(exported):
+        env[n] = dev.placeholder(f"host_value_{k}")
+        env[n].meta = dict(n.meta)
+    for n in gm.graph.nodes:
+        if n.op == "get_attr" or where.get(n) == "device":
+            env[n] = dev.node_copy(n, lambda x: env[x])
+    # Outputs come from the host part, or from the device part's outputs.
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    sources: list[tuple[str, int]] = []
+    dev_outs = []
+    for x in _values(output.args[0]):
+        if isinstance(x, torch.fx.Node) and where.get(x) == "host":
+            sources.append(("host", exported.index(x)))
+        else:
+            sources.append(("device", len(dev_outs)))
+            dev_outs.append(env[x] if isinstance(x, torch.fx.Node) else x)
+    dev.output(tuple(dev_outs))
+    return torch.fx.GraphModule(gm, host), torch.fx.GraphModule(gm, dev), sources
+
+
+def _graph_device(example_inputs: Sequence[Any]) -> int | None:
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor) and x.device.type == "tpu":
+            return x.device.index or 0
+    return None
+
+
+class CompiledGraph:
+    """One AOTAutograd graph on tpu: captured into one program per input layout, then replayed."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> None:
+        # AOTAutograd passes the inputs as one list, which we may release early. An instance
+        # attribute, so that Dynamo's wrapper around the backward (functools.wraps) carries it.
+        self._boxed_call = True
+        self.gm = gm
+        self.device = _graph_device(example_inputs)
+        split = _split_host(gm) if self.device is not None else None
+        self.replayable = split is not None
+        self.host, self.dev, self.sources = split if split is not None else (None, gm, [])
+        self.programs: list[Any] = []
+        self.captures = 0
+        self.replays = 0
+
+    def __call__(self, *args: Any) -> Any:
+        # Boxed (one list, which we may release early) or, behind Dynamo's wrappers, unboxed.
+        if len(args) == 1 and isinstance(args[0], list):
+            inputs = list(args[0])
+            args[0].clear()
+        else:
+            inputs = list(args)
+        if not self.replayable:
+            return _Interpreter(self.gm).run(*inputs)
+        host = list(self.host(*inputs)) if self.host is not None else []
+        outs = self._run_device(inputs + host)
+        if not self.sources:
+            return outs
+        return [host[i] if where == "host" else outs[i] for where, i in self.sources]
+
+    def _run_device(self, inputs: list[Any]) -> Any:
+        for prog in self.programs:
+            out = prog.run(inputs)
+            if out is not None:
+                self.replays += 1
+                return out
+        if len(self.programs) >= _MAX_PROGRAMS:
+            return _Interpreter(self.dev).run(*inputs)
+        _C._begin_graph_capture(self.device, inputs)
+        try:
+            outs = _Interpreter(self.dev).run(*inputs)
+        except BaseException:
+            _C._abort_graph_capture()
+            raise
+        prog = _C._end_graph_capture(_values(outs))
+        self.captures += 1
+        if prog is None:
+            self.programs.clear()
+            self.replayable = False  # it read a value back, or computed on the host
+        else:
+            self.programs.insert(0, prog)
+        return outs
+
+
+# Every graph compiled in this process, newest last (for tests and torchtpu.compile_stats()).
+_compiled: list[CompiledGraph] = []
+
+
+def _compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> CompiledGraph:
+    g = CompiledGraph(gm, example_inputs)
+    _compiled.append(g)
+    return g
+
+
+@functools.cache
+def _decompositions() -> dict[Any, Callable[..., Any]]:
+    """Core ATen decompositions, for the ops with neither a lowering rule nor a tpu kernel."""
+    from torch._decomp import core_aten_decompositions
+
+    table = {}
+    for op, fn in core_aten_decompositions().items():
+        if not isinstance(op, torch._ops.OpOverload):
+            continue
+        name = op._schema.name
+        overload = op._schema.overload_name
+        if _C._has_rule(name, overload):
+            continue
+        if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "PrivateUse1"):
+            continue
+        table[op] = fn
+    return table
+
+
+def tpu_backend(
+    gm: torch.fx.GraphModule,
+    example_inputs: list[Any],
+    mode: str | None = None,
+    options: dict[str, Any] | None = None,
+) -> Callable[..., Any]:
+    """The Dynamo backend: each AOTAutograd graph becomes one program (see the module doc).
+
+    `mode` and `options` are accepted for torch.compile's sake; every mode compiles the same way.
+    """
+    from torch._dynamo.backends.common import aot_autograd
+
+    backend = aot_autograd(
+        fw_compiler=_compile,
+        bw_compiler=_compile,
+        inference_compiler=_compile,
+        decompositions=_decompositions(),
+        keep_inference_input_mutations=True,
+    )
+    return backend(gm, example_inputs)

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "aten/generator.h"
+#include "aten/graph_capture.h"
 #include "aten/graph_builder.h"
 #include "aten/meta_cache.h"
 #include "eager/executor.h"
@@ -296,14 +297,9 @@ Value GeneratorState(GraphBuilder& b, const std::vector<c10::IValue>& args,
     if (s.arguments()[i].name() == "generator" && !args[i].isNone()) gen = args[i].toGenerator();
   }
   if (!gen.defined()) gen = DefaultGenerator(b.device());
-  std::pair<uint64_t, uint64_t> state;
-  {
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    state = gen.get<TpuGenerator>()->Take(static_cast<uint64_t>(numel));
-  }
-  uint64_t host[2] = {state.first, state.second};
-  return b.Input(eager::Lazy::Of(eager::Client().FromHost(host, rt::DType::kU64, {2}, b.device()),
-                                 b.device()));
+  eager::LazyPtr state = DrawState(gen, static_cast<uint64_t>(numel), b.device());
+  NoteRandomDraw(state->buf, gen, static_cast<uint64_t>(numel));
+  return b.Input(state);
 }
 
 }  // namespace

@@ -69,4 +69,14 @@ const at::Generator& DefaultGenerator(c10::DeviceIndex device) {
   return gens[device];
 }
 
+std::shared_ptr<eager::Lazy> DrawState(at::Generator gen, uint64_t count, int device) {
+  std::pair<uint64_t, uint64_t> state;
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    state = gen.get<TpuGenerator>()->Take(count);
+  }
+  uint64_t host[2] = {state.first, state.second};
+  return eager::Lazy::Of(eager::Client().FromHost(host, rt::DType::kU64, {2}, device), device);
+}
+
 }  // namespace tpu::aten

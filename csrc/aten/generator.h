@@ -5,6 +5,10 @@
 #include <ATen/core/Generator.h>
 #include <c10/core/GeneratorImpl.h>
 
+#include <memory>
+
+#include "eager/lazy.h"
+
 namespace tpu::aten {
 
 class TpuGenerator : public c10::GeneratorImpl {
@@ -28,5 +32,9 @@ class TpuGenerator : public c10::GeneratorImpl {
 };
 
 const at::Generator& DefaultGenerator(c10::DeviceIndex device);
+
+// Takes the state for `count` values from `gen` and puts it on `device` as [seed, offset] (u64):
+// the parameter a random op's program reads.
+std::shared_ptr<eager::Lazy> DrawState(at::Generator gen, uint64_t count, int device);
 
 }  // namespace tpu::aten

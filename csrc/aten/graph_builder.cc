@@ -1,5 +1,6 @@
 #include "aten/graph_builder.h"
 
+#include "aten/graph_capture.h"
 #include "eager/executor.h"
 #include "lowering/view.h"
 
@@ -60,26 +61,41 @@ Value GraphBuilder::Read(const at::Tensor& t) {
   return lowering::ReadView(g, Base(t, s.dtype), s);
 }
 
-Value GraphBuilder::Scalar(const at::Scalar& s) {
+Value GraphBuilder::Scalar(const at::Scalar& s) { return Input(ScalarValue(s, device_, true)); }
+
+eager::LazyPtr ScalarValue(const at::Scalar& s, int device, bool cached) {
+  union {
+    bool b;
+    int64_t i;
+    double d;
+  } bits{};
+  rt::DType t;
   if (s.isBoolean()) {
-    bool v = s.toBool();
-    return Input(eager::ScalarBuffer(&v, rt::DType::kPred, device_));
+    bits.b = s.toBool();
+    t = rt::DType::kPred;
+  } else if (s.isIntegral(false)) {
+    bits.i = s.toLong();
+    t = rt::DType::kS64;
+  } else {
+    TORCH_CHECK(!s.isComplex(), "tpu does not support complex scalars yet");
+    bits.d = s.toDouble();
+    t = rt::DType::kF64;
   }
-  if (s.isIntegral(false)) {
-    int64_t v = s.toLong();
-    return Input(eager::ScalarBuffer(&v, rt::DType::kS64, device_));
-  }
-  TORCH_CHECK(!s.isComplex(), "tpu does not support complex scalars yet");
-  double v = s.toDouble();
-  return Input(eager::ScalarBuffer(&v, rt::DType::kF64, device_));
+  if (cached) return eager::ScalarBuffer(&bits, t, device);
+  return eager::Lazy::Of(eager::Client().FromHost(&bits, t, {}, device), device);
+}
+
+eager::LazyPtr HostValue(const at::Tensor& cpu, int device, bool cached) {
+  at::Tensor c = cpu.contiguous();
+  if (c.dim() == 0) return ScalarValue(c.item(), device, cached);
+  rt::DType dt = ToDType(c.scalar_type());
+  return eager::Lazy::Of(eager::Client().FromHost(c.data_ptr(), dt, c.sizes().vec(), device),
+                         device);
 }
 
 Value GraphBuilder::Upload(const at::Tensor& cpu) {
-  at::Tensor c = cpu.contiguous();
-  if (c.dim() == 0) return Scalar(c.item());
-  rt::DType dt = ToDType(c.scalar_type());
-  return Input(eager::Lazy::Of(eager::Client().FromHost(c.data_ptr(), dt, c.sizes().vec(), device_),
-                               device_));
+  eager::LazyPtr v = CaptureUpload(cpu, device_);  // a graph input: rebound on every call
+  return Input(v ? v : HostValue(cpu, device_, /*cached=*/true));
 }
 
 void GraphBuilder::Write(const at::Tensor& t, Value v) {

@@ -55,4 +55,10 @@ class GraphBuilder {
   const Written* FindWritten(Slot* slot) const;
 };
 
+// The device value of a host scalar (bool -> pred, integral -> s64, else f64); `cached` values
+// are shared by every program that takes the same scalar.
+eager::LazyPtr ScalarValue(const at::Scalar& s, int device, bool cached);
+// The device value of a host tensor (0-d: a scalar, as above).
+eager::LazyPtr HostValue(const at::Tensor& cpu, int device, bool cached);
+
 }  // namespace tpu::aten

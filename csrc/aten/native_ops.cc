@@ -97,6 +97,17 @@ at::Tensor ToHost(const at::Tensor& src) {
   at::Tensor host = at::empty(src.sizes(), src.options().device(at::kCPU));
   if (src.numel() == 0) return host;
   eager::LazyPtr v = Current(src.storage());
+  // A small storage is read whole and the view taken on the host: printing a tensor reads it
+  // element by element, and a program per element would cost far more than the bytes.
+  constexpr size_t kHostViewBytes = size_t{16} << 20;
+  if (!IsWholeValue(src, v) && v && v->type.dtype == ToDType(src.scalar_type()) &&
+      src.storage().nbytes() <= kHostViewBytes &&
+      src.storage().nbytes() == static_cast<size_t>(v->type.numel() * src.element_size())) {
+    at::Tensor whole = at::empty({v->type.numel()}, host.options());
+    eager::Materialize(v)->ToHost(whole.data_ptr(), whole.nbytes());
+    host.copy_(whole.as_strided(src.sizes(), src.strides(), src.storage_offset()));
+    return host;
+  }
   if (!IsWholeValue(src, v)) {
     GraphBuilder b(src.device().index(), "aten::_copy_from");
     b.g.results = {b.Read(src)};
@@ -163,6 +174,23 @@ at::Scalar LocalScalarDense(const at::Tensor& self) {
   return {};
 }
 
+// Filling a whole small tensor uploads the value instead of running a program: autograd's seed
+// gradient (ones_like(loss)) then costs no program between a compiled forward and backward.
+at::Tensor& FillScalar(at::Tensor& self, const at::Scalar& value) {
+  constexpr int64_t kUploadElems = 256;
+  if (self.numel() > 0 && self.numel() <= kUploadElems && self.is_non_overlapping_and_dense() &&
+      !self.is_complex() && !value.isComplex() &&
+      self.storage().nbytes() == static_cast<size_t>(self.numel() * self.element_size())) {
+    FromHost(at::empty_like(self, self.options().device(at::kCPU)).fill_(value), self);
+    return self;
+  }
+  static const c10::OperatorHandle op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::fill_", "Scalar");
+  torch::jit::Stack stack{self, value};
+  BoxedKernel(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), &stack);
+  return self;
+}
+
 void RecordStream(at::Tensor&, c10::Stream) {}  // one in-order queue per device
 
 // CPU <-> tpu strided tensors may swap their impls in place (`param.data = param.to("tpu")`),
@@ -193,6 +221,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", CopyFromAndResize);
   m.impl("_local_scalar_dense", LocalScalarDense);
   m.impl("record_stream", RecordStream);
+  m.impl("fill_.Scalar", FillScalar);
   m.impl("_has_compatible_shallow_copy_type", HasCompatibleShallowCopyType);
 }
 

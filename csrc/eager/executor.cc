@@ -287,7 +287,7 @@ std::vector<rt::BufferPtr> Run(const ir::Graph& g, const std::vector<rt::BufferP
 
 std::vector<LazyPtr> Submit(ir::Graph g, const std::vector<LazyPtr>& inputs, int device,
                             std::string op) {
-  if (GetMode() == Mode::kFused) {
+  if (GetMode() == Mode::kFused || TraceOf(device).CapturingHere()) {
     return TraceOf(device).Record(std::move(g), inputs, std::move(op), CaptureOrigin());
   }
   std::vector<rt::BufferPtr> bufs;

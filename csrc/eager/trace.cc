@@ -100,6 +100,8 @@ std::vector<LazyPtr> Trace::Record(ir::Graph g, const std::vector<LazyPtr>& inpu
   GetMetrics().recorded_ops++;
   NoteOp(h.lo ^ (h.hi * 31));
 
+  if (capturing_.load(std::memory_order_relaxed)) return outs;  // a capture is one program
+
   // Cut points: a loop boundary, or the size limit.
   size_t max_ops = MaxOps();
   bool cut = false;
@@ -193,8 +195,7 @@ std::string Describe(const std::string& name, const OriginPtr& origin) {
 
 }  // namespace
 
-void Trace::FlushLocked(const Lazy* wanted) {
-  if (ops_.empty()) return;
+Trace::Taken Trace::Take() {
   Taken t;
   t.ops = std::move(ops_);
   t.externals = std::move(externals_);
@@ -209,6 +210,82 @@ void Trace::FlushLocked(const Lazy* wanted) {
   external_index_.clear();
   values_.clear();
   value_op_.clear();
+  return t;
+}
+
+void Trace::Settle(Taken& t) {
+  for (size_t v = 0; v < t.live.size(); ++v) {
+    if (t.live[v] && !t.live[v]->ready.load(std::memory_order_relaxed)) {
+      if (t.computed[v]) {
+        t.live[v]->buf = t.computed[v];
+        t.live[v]->ready.store(true, std::memory_order_release);
+      } else {
+        t.live[v]->error = t.lost[v] ? t.lost[v]
+                                     : std::make_shared<const std::string>(
+                                           "tpu: internal error: a value was not computed");
+      }
+    }
+  }
+}
+
+void Trace::BeginCapture() {
+  std::lock_guard<std::mutex> lock(mu_);
+  FlushLocked();
+  recorder_ = std::this_thread::get_id();
+  capture_thread_.store(recorder_, std::memory_order_relaxed);
+  capture_spoiled_ = false;
+  capturing_.store(true, std::memory_order_relaxed);
+}
+
+std::optional<Trace::Program> Trace::EndCapture(const std::vector<LazyPtr>& results) {
+  std::lock_guard<std::mutex> lock(mu_);
+  capturing_.store(false, std::memory_order_relaxed);
+  bool usable = !capture_spoiled_;
+  for (const LazyPtr& r : results) {
+    usable &= r->ready.load(std::memory_order_acquire) ||
+              (r->device == device_ && r->value < values_.size() &&
+               values_[r->value].lock().get() == r.get());
+  }
+  if (!usable) {
+    FlushLocked();
+    return std::nullopt;
+  }
+  Program p;
+  std::vector<uint32_t> outputs;
+  std::vector<char> pending;
+  for (const LazyPtr& r : results) pending.push_back(!r->ready.load(std::memory_order_acquire));
+  if (!ops_.empty()) {
+    Taken t = Take();
+    std::vector<char> part(t.ops.size(), 0), needed(t.live.size(), 0);
+    std::optional<OpError> failure;
+    try {
+      failure = RunPart(t, part, 0, needed, &p, &outputs);
+    } catch (const std::exception& e) {
+      failure = OpError(std::string("tpu: internal error: ") + e.what(), false);
+    }
+    Settle(t);
+    if (failure) throw *failure;
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!pending[i]) {
+      p.output.push_back(-1);
+      p.held.push_back(results[i]->buf);
+      continue;
+    }
+    auto it = std::find(outputs.begin(), outputs.end(), results[i]->value);
+    // Replayed op by op after the fused program failed: there is no one program to keep.
+    if (!p.exe || it == outputs.end()) return std::nullopt;
+    p.output.push_back(it - outputs.begin());
+    p.held.push_back(nullptr);
+  }
+  return p;
+}
+
+void Trace::FlushLocked(const Lazy* wanted) {
+  if (ops_.empty()) return;
+  if (capturing_.load(std::memory_order_relaxed)) capture_spoiled_ = true;
+  Taken t = Take();
+  size_t num_values = t.live.size();
 
   // Part 0: the ops the wanted value depends on (all ops without a wanted value); part 1: the rest.
   size_t n = t.ops.size();
@@ -255,23 +332,13 @@ void Trace::FlushLocked(const Lazy* wanted) {
     }
     if (f && !failure) failure = f;
   }
-  for (size_t v = 0; v < num_values; ++v) {
-    if (t.live[v] && !t.live[v]->ready.load(std::memory_order_relaxed)) {
-      if (t.computed[v]) {
-        t.live[v]->buf = t.computed[v];
-        t.live[v]->ready.store(true, std::memory_order_release);
-      } else {
-        t.live[v]->error = t.lost[v] ? t.lost[v]
-                                     : std::make_shared<const std::string>(
-                                           "tpu: internal error: a value was not computed");
-      }
-    }
-  }
+  Settle(t);
   if (failure) throw *failure;
 }
 
 std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, char which,
-                                      const std::vector<char>& needed_later) {
+                                      const std::vector<char>& needed_later, Program* program,
+                                      std::vector<uint32_t>* program_outputs) {
   std::vector<size_t> idx;
   for (size_t i = 0; i < t.ops.size(); ++i) {
     if (part[i] == which) idx.push_back(i);
@@ -312,8 +379,9 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
   GetMetrics().flushes++;
 
   std::vector<rt::BufferPtr> outs;
+  rt::ExecutablePtr exe;
   try {
-    rt::ExecutablePtr exe = Executable({key.a, key.b}, [&] {
+    exe = Executable({key.a, key.b}, [&] {
       ir::Graph fused;
       std::vector<ir::Value> param_values(params.size());
       for (size_t k = 0; k < params.size(); ++k) {
@@ -341,6 +409,11 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
     return Replay(t, idx);
   }
   for (size_t k = 0; k < outputs.size(); ++k) t.computed[outputs[k]] = std::move(outs[k]);
+  if (program != nullptr) {
+    program->exe = std::move(exe);
+    program->params = std::move(params);
+    *program_outputs = std::move(outputs);
+  }
   return std::nullopt;
 }
 

@@ -8,6 +8,7 @@
 // executables.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -35,6 +36,27 @@ class Trace {
   void Flush();
   size_t pending_ops();
 
+  // A capture (torch.compile): from BeginCapture, this device records the calling thread's ops
+  // whatever the mode, and cuts nothing; EndCapture runs everything recorded as one program that
+  // returns `results` and hands back that program, so the same graph can run again on new
+  // buffers. Anything that flushes in between (a host read, another thread) spoils the capture:
+  // EndCapture then runs what is pending as usual and returns nothing.
+  struct Program {
+    rt::ExecutablePtr exe;  // null when no recorded op produced a result
+    std::vector<rt::BufferPtr> params;
+    // Per result: the program output that computes it, or -1 when it was not computed by the
+    // capture: then `held` is the buffer it held (an input or a constant).
+    std::vector<int64_t> output;
+    std::vector<rt::BufferPtr> held;
+  };
+  void BeginCapture();
+  std::optional<Program> EndCapture(const std::vector<LazyPtr>& results);
+  // Whether the calling thread is capturing on this device (Submit records then).
+  bool CapturingHere() const {
+    return capturing_.load(std::memory_order_relaxed) &&
+           capture_thread_.load(std::memory_order_relaxed) == std::this_thread::get_id();
+  }
+
   // The size limit (ops per program); 0 restores the default.
   static void SetMaxOps(size_t n);
   static size_t MaxOps();
@@ -59,12 +81,18 @@ class Trace {
   };
 
   int64_t External(const rt::BufferPtr& buf);
+  Taken Take();
+  // Gives live values the buffers a flush computed, or the reason they were lost.
+  static void Settle(Taken& t);
   // Runs everything recorded. With `wanted` (a host read), the ops `wanted` depends on run first
   // as their own program, so the read returns while the rest of the trace still runs.
   void FlushLocked(const Lazy* wanted = nullptr);
   // Runs the ops with part[i] == which as one program; returns the failure, if any.
+  // With `program`, it also reports the program it ran, its parameters and outputs (values).
   std::optional<OpError> RunPart(Taken& t, const std::vector<char>& part, char which,
-                                 const std::vector<char>& needed_later);
+                                 const std::vector<char>& needed_later,
+                                 Program* program = nullptr,
+                                 std::vector<uint32_t>* program_outputs = nullptr);
   // Runs a part op by op after its program failed: every value that does not depend on the
   // failing op is computed; returns the first failure, naming the op and where it was recorded.
   std::optional<OpError> Replay(Taken& t, const std::vector<size_t>& ops);
@@ -81,6 +109,9 @@ class Trace {
   std::vector<std::weak_ptr<Lazy>> values_;
   std::vector<uint32_t> value_op_;
   std::thread::id recorder_;  // the thread that recorded the last op
+  std::atomic<bool> capturing_{false};
+  std::atomic<std::thread::id> capture_thread_;
+  bool capture_spoiled_ = false;
 
   std::deque<uint64_t> history_;  // hashes of the most recent ops, across flushes
   size_t period_ = 0;             // detected loop length in ops (0: none)

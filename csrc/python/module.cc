@@ -9,6 +9,8 @@
 #include "aten/generator.h"
 #include "eager/executor.h"
 #include "eager/trace.h"
+#include "lowering/rule.h"
+#include "python/compile.h"
 #include "python/distributed.h"
 #include "python/origin.h"
 
@@ -72,6 +74,7 @@ aten::TpuGenerator* Gen(int device) {
 PYBIND11_MODULE(_C, m) {
   using namespace tpu;
   python::RegisterDistributed(m);
+  python::RegisterCompile(m);
   m.def("_init", &Init);
   m.def("_initialized", &eager::Initialized);
   m.def("device_count", [] { return eager::Configured() ? eager::Client().device_count() : 0; });
@@ -128,6 +131,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_pending_ops", [](int device) { return eager::TraceOf(device).pending_ops(); });
   m.def("_set_fused_max_ops", [](size_t n) { eager::Trace::SetMaxOps(n); });
   m.def("_fused_max_ops", [] { return eager::Trace::MaxOps(); });
+  m.def("_has_rule", [](const std::string& name, const std::string& overload) {
+    return lowering::FindRule(name, overload) != nullptr;
+  });
   m.def("_install_origin_capture", &python::InstallOriginCapture);
   m.def("manual_seed", [](int device, uint64_t seed) { Gen(device)->set_current_seed(seed); });
   m.def("seed", [](int device) { return Gen(device)->seed(); });
