@@ -185,7 +185,7 @@ def test_runtime_failure_names_op_and_line_and_spares_the_rest(fused):
 
 
 def test_shape_errors_raise_at_the_users_line(fused):
-    a, b = torch.ones(3, device=fused), torch.ones(4, device=fused)
+    a, b = torch.ones(3, device=fused) * 2, torch.ones(4, device=fused) * 2
     with pytest.raises(RuntimeError, match=r"The size of tensor a \(3\) must match"):
         a + b
     assert pending(fused) > 0  # nothing was flushed to find out

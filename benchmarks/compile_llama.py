@@ -1,0 +1,101 @@
+"""The finetune_llama.py model's train step (forward, backward, AdamW) four ways, in one run:
+torch.compile with our backend, our fused eager, PyTorch CPU eager, and torch.compile with
+Inductor on CPU. Same model, same batch; each step reads its loss (`loss.item()`), as a training
+loop that logs does. Step time is the median of three timed rounds after warm-up (which
+includes compiling), with the device synchronized before the clock stops.
+
+python benchmarks/compile_llama.py [--steps N] [--warmup N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+from transformers import LlamaForCausalLM
+
+import torchtpu
+from torchtpu import _dynamo
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from instruct_data import batches
+from llama_config import small_llama_config
+
+BATCH, SEQ = 16, 40
+
+
+def make_step(device: torch.device, backend: str | None) -> Callable[[], float]:
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(small_llama_config()).to(device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    batch = {k: v.to(device) for k, v in batches(1, BATCH, SEQ, seed=0)[0].items()}
+
+    def step() -> torch.Tensor:
+        loss = model(**batch).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    if backend is not None:
+        step = torch.compile(step, backend=backend)
+    return lambda: step().item()
+
+
+def step_times(device: torch.device, backend: str | None, steps: int, warmup: int) -> list[float]:
+    torch._dynamo.reset()
+    step = make_step(device, backend)
+    sync = torch.tpu.synchronize if device.type == "tpu" else (lambda: None)
+    for _ in range(warmup):
+        step()
+    sync()
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        sync()
+        times.append((time.perf_counter() - start) / steps)
+    return times
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    args = p.parse_args()
+    torchtpu.set_mode("fused")
+    tpu, cpu = torchtpu.get_device(), torch.device("cpu")
+    runs = [
+        ("tpu torch.compile", tpu, "tpu"),
+        ("tpu fused eager", tpu, None),
+        ("PyTorch CPU eager", cpu, None),
+        ("CPU Inductor", cpu, "inductor"),
+    ]
+    rows = []
+    for name, device, backend in runs:
+        before = torchtpu.metrics()
+        graphs = len(_dynamo._compiled)
+        t = statistics.median(step_times(device, backend, args.steps, args.warmup))
+        after = torchtpu.metrics()
+        rows.append((name, t * 1e3, BATCH * SEQ / t, after["compiles"] - before["compiles"],
+                     len(_dynamo._compiled) - graphs))
+    print(
+        f"Llama ({small_llama_config().num_hidden_layers} layers, hidden "
+        f"{small_llama_config().hidden_size}), batch {BATCH}x{SEQ} tokens, train step with AdamW, "
+        f"median of 3 rounds of {args.steps} steps after {args.warmup} warm-up; "
+        f"{torch.get_num_threads()} CPU threads; platform {torchtpu.platform()}"
+    )
+    print(f"{'':20s} {'step ms':>9s} {'tokens/s':>10s} {'vs CPU':>7s} {'XLA compiles':>13s} {'graphs':>7s}")
+    cpu_ms = next(ms for name, ms, *_ in rows if name == "PyTorch CPU eager")
+    for name, ms, tps, compiles, graphs in rows:
+        print(f"{name:20s} {ms:9.1f} {tps:10.0f} {cpu_ms / ms:6.2f}x {compiles:13d} {graphs:7d}")
+
+
+if __name__ == "__main__":
+    main()
