@@ -213,7 +213,12 @@ def test_second_process_compiles_nothing(tmp_path):
     def run() -> dict:
         env = dict(os.environ, TORCHTPU_CACHE_DIR=str(tmp_path))
         p = subprocess.run(
-            [sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, timeout=300
+            [sys.executable, "-c", PROGRAM],
+            check=False,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert p.returncode == 0, p.stderr
         return json.loads(p.stdout.strip().splitlines()[-1])
@@ -226,7 +231,7 @@ def test_second_process_compiles_nothing(tmp_path):
 
 def test_finetune_llama_train_step_20_steps(device):
     """The finetune_llama.py model's whole train step compiled: 3 programs per step, and the
-    losses of 20 steps match fused or strict eager within 1e-5."""
+    losses of 20 steps match eager within 1e-5."""
     examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples")
     sys.path.insert(0, examples)
     try:
@@ -258,7 +263,10 @@ def test_finetune_llama_train_step_20_steps(device):
             counts.append(executions() - before)
         return losses, counts
 
-    eager, _ = run(False)
+    # Against fused eager (the default mode): strict mode rounds op by op, which over 20 AdamW
+    # steps drifts from any fused program by a few 1e-5.
+    with torchtpu.mode("fused"):
+        eager, _ = run(False)
     compiled, counts = run(True)
     assert max(counts[2:]) <= 3
     torch.testing.assert_close(torch.tensor(compiled), torch.tensor(eager), atol=1e-5, rtol=1e-5)

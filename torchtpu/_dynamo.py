@@ -76,9 +76,7 @@ def _split_host(gm: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule | None, 
         sources = {where[n] for n in node.all_input_nodes}
         if devices == {"tpu"} or (not devices and "device" in sources):
             where[node] = "device"
-        elif devices and "tpu" not in devices and "device" not in sources:
-            where[node] = "host"
-        elif not devices:
+        elif "tpu" not in devices and "device" not in sources:
             where[node] = "host"
         else:
             return None  # mixes devices, or computes on the host from a device value

@@ -8,8 +8,8 @@
 #include <set>
 
 #include "aten/generator.h"
-#include "aten/graph_capture.h"
 #include "aten/graph_builder.h"
+#include "aten/graph_capture.h"
 #include "aten/meta_cache.h"
 #include "eager/executor.h"
 #include "lowering/rule.h"
@@ -321,203 +321,252 @@ void RethrowAsTorchError(const std::string& op) {
   }
 }
 
-void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
-  const c10::FunctionSchema& schema = op.schema();
-  const std::string full =
-      schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name();
-  lowering::Rule rule = lowering::FindRule(schema.name(), schema.overload_name());
-  if (rule == nullptr) {
-    if (CpuFallbackEnabled()) return CpuFallback(op, stack, full);
-    TORCH_CHECK_NOT_IMPLEMENTED(false, "The operator '", full,
-                                "' is not currently implemented for the tpu device. Set ",
-                                "TORCHTPU_CPU_FALLBACK=1 to run it on the CPU instead (slow).");
-  }
-  const size_t num_args = schema.arguments().size();
-  std::vector<c10::IValue> args(stack->end() - num_args, stack->end());
-  ExpandMaskIndices(args);
-  const int device = OpDevice(args);
-  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
+namespace {
 
-  // Shapes, dtypes and PyTorch's own error messages come from the Meta kernel.
-  const auto& returns = schema.returns();
+// One call of an op, as the steps below see it.
+struct OpCall {
+  const c10::OperatorHandle& op;
+  const c10::FunctionSchema& schema;
+  std::string name;  // "aten::add.Tensor"
+  std::vector<c10::IValue> args;
+  int device = 0;
   // With at least one tensor return, Meta gives every return (tensors and ints); ops returning
   // only scalars (torch.equal) compute them on the device and read them back.
   bool tensor_returns = false;
-  for (const auto& r : returns) tensor_returns |= r.type()->kind() == c10::TypeKind::TensorType;
+};
+
+// Step 3: output sizes, strides and dtypes, and PyTorch's own errors, from the Meta kernel
+// (cached by argument metadata).
+std::vector<TensorMeta> MetaShapes(const OpCall& call) {
   std::vector<TensorMeta> metas;
-  if (tensor_returns) {
-    std::optional<std::string> key = MetaKey(op, args);
-    std::optional<std::vector<TensorMeta>> hit;
-    if (key) hit = LookupMeta(*key);
-    if (hit) {
-      metas = std::move(*hit);
+  if (!call.tensor_returns) return metas;
+  std::optional<std::string> key = MetaKey(call.op, call.args);
+  if (key) {
+    if (std::optional<std::vector<TensorMeta>> hit = LookupMeta(*key)) return std::move(*hit);
+  }
+  std::vector<c10::IValue> meta_args;
+  for (const auto& v : call.args) meta_args.push_back(ToMeta(v));
+  torch::jit::Stack meta_stack = meta_args;
+  if (!MetaOverride(call.schema.name(), meta_stack)) {
+    call.op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+  }
+  for (size_t i = 0; i < meta_stack.size(); ++i) {
+    const c10::IValue& r = meta_stack[i];
+    if (r.isInt() || r.isSymInt()) {
+      int64_t v = r.isInt() ? r.toInt() : r.toSymInt().guard_int(__FILE__, __LINE__);
+      metas.push_back({{}, {}, at::kLong, false, v});
+      continue;
+    }
+    // A return that aliases an out= argument is read from that argument: some composite out=
+    // kernels (linalg_inv_ex.inverse) return references to their own temporaries, so the
+    // returned IValue cannot be trusted, nor destroyed.
+    int j = AliasedArg(call.schema, i);
+    at::Tensor t = j >= 0 ? meta_args[j].toTensor() : (r.isTensor() ? r.toTensor() : at::Tensor());
+    if (j >= 0) new (&meta_stack[i]) c10::IValue();
+    if (!t.defined()) {
+      metas.push_back({{0}, {1}, at::kFloat, false, std::nullopt});
+      continue;
+    }
+    metas.push_back({t.sizes().vec(), t.strides().vec(), t.scalar_type(), true, std::nullopt});
+  }
+  if (key) StoreMeta(*key, metas);
+  return metas;
+}
+
+// Step 4: the rule's arguments. Tensors become IR values read through their views, scalars
+// 0-d parameters; also PyTorch's promoted dtype of the tensor and number arguments.
+void ReadInputs(const OpCall& call, GraphBuilder& b, lowering::Ctx& ctx) {
+  at::native::ResultTypeState rts{};
+  for (size_t i = 0; i < call.schema.arguments().size(); ++i) {
+    const c10::Argument& a = call.schema.arguments()[i];
+    const c10::IValue& v = call.args[i];
+    if (IsOut(a)) {
+      ctx.args.emplace_back(a.name(), Arg{});
+      continue;
+    }
+    if (v.isTensor() && v.toTensor().defined()) {
+      rts = at::native::update_result_type_state(v.toTensor(), rts);
+    } else if (Unwrapped(a.real_type())->kind() == c10::TypeKind::NumberType && !v.isNone()) {
+      rts = at::native::update_result_type_state(v.toScalar(), rts);
+    }
+    ctx.args.emplace_back(a.name(), ToArg(b, a, v));
+  }
+  at::ScalarType t = at::native::result_type(rts);
+  ctx.common = t == at::ScalarType::Undefined ? rt::DType::kInvalid : ToDType(t);
+}
+
+// Step 5 (before lowering): where each return goes (a new tensor allocated with Meta's layout,
+// or the argument an in-place / out= op writes), and the types the rule must produce.
+std::vector<at::Tensor> PrepareOutputs(const OpCall& call, const std::vector<TensorMeta>& metas,
+                                       lowering::Ctx& ctx) {
+  std::vector<at::Tensor> targets;
+  const auto& returns = call.schema.returns();
+  for (size_t i = 0; i < returns.size(); ++i) {
+    if (!call.tensor_returns) {
+      c10::TypeKind k = returns[i].type()->kind();
+      ctx.out.push_back({k == c10::TypeKind::BoolType  ? rt::DType::kPred
+                         : k == c10::TypeKind::IntType ? rt::DType::kS64
+                                                       : rt::DType::kF64,
+                         {}});
+      continue;
+    }
+    const TensorMeta& meta = metas[i];
+    if (!meta.defined) {  // the rule still returns a value; it is dropped
+      targets.emplace_back();
+      ctx.out.push_back({meta.scalar ? rt::DType::kS64 : rt::DType::kF32, {0}});
+      continue;
+    }
+    at::Tensor target;
+    const c10::AliasInfo* alias = returns[i].alias_info();
+    if (alias != nullptr && alias->isWrite()) {
+      int j = AliasedArg(call.schema, i);
+      if (j >= 0) target = call.args[j].toTensor();
+      TORCH_CHECK(target.defined(), "tpu: cannot find the argument ", call.name, " writes into");
+      if (target.sizes() != c10::IntArrayRef(meta.sizes)) target.resize_(meta.sizes);
+      if (target.strides() != c10::IntArrayRef(meta.strides))
+        target.as_strided_(meta.sizes, meta.strides);
+    } else if (alias != nullptr) {
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: view op ", call.name, " has no tpu kernel");
     } else {
-      std::vector<c10::IValue> meta_args;
-      for (const auto& v : args) meta_args.push_back(ToMeta(v));
-      torch::jit::Stack meta_stack = meta_args;
-      if (!MetaOverride(schema.name(), meta_stack)) {
-        op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+      target = at::empty_strided(
+          meta.sizes, meta.strides,
+          at::TensorOptions().dtype(meta.dtype).device(c10::DeviceType::PrivateUse1, call.device));
+    }
+    targets.push_back(target);
+    ctx.out.push_back({ToDType(meta.dtype), meta.sizes});
+  }
+  return targets;
+}
+
+// Random ops read [seed, offset] from their generator, which then advances.
+void DrawRandomState(const OpCall& call, GraphBuilder& b, lowering::Ctx& ctx) {
+  if (!NeedsGenerator(call.schema, call.args)) return;
+  Arg gen;
+  gen.kind = Arg::Kind::kValue;
+  gen.value = GeneratorState(b, call.args, call.schema, RandomCount(call.args, ctx.out));
+  auto it = std::find_if(ctx.args.begin(), ctx.args.end(),
+                         [](const auto& a) { return a.first == "generator"; });
+  if (it != ctx.args.end()) {
+    it->second = gen;
+  } else {
+    ctx.args.emplace_back("generator", gen);
+  }
+}
+
+// Step 6: each result is written to its output (through the output's view), and arguments the
+// op mutates without returning them (running stats) take the rule's extra results.
+void WriteBack(const OpCall& call, GraphBuilder& b, const lowering::Ctx& ctx,
+               const std::vector<Value>& results, const std::vector<at::Tensor>& targets) {
+  const auto& returns = call.schema.returns();
+  std::vector<at::Tensor> mutated;
+  for (size_t j = 0; j < call.args.size(); ++j) {
+    const c10::AliasInfo* ai = call.schema.arguments()[j].alias_info();
+    if (IsUnannotatedMutation(call.schema, j) && call.args[j].isTensor()) {
+      mutated.push_back(call.args[j].toTensor());
+      continue;
+    }
+    if (ai == nullptr || !ai->isWrite() || !call.args[j].isTensor()) continue;
+    bool returned = false;
+    for (const auto& r : returns) {
+      returned |= r.alias_info() != nullptr && r.alias_info()->beforeSets() == ai->beforeSets();
+    }
+    if (!returned) mutated.push_back(call.args[j].toTensor());
+  }
+  TORCH_CHECK(results.size() == returns.size() || results.size() == returns.size() + mutated.size(),
+              "tpu: lowering of ", call.name, " returned ", results.size(), " values for ",
+              returns.size(), " outputs");
+  for (size_t k = returns.size(); k < results.size(); ++k) {
+    b.Write(mutated[k - returns.size()], results[k]);
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (!targets[i].defined()) continue;
+    TORCH_CHECK(b.g.type(results[i]).dims == ctx.out[i].dims, "tpu: lowering of ", call.name,
+                " produced shape mismatch for output ", i);
+    b.Write(targets[i], results[i]);
+  }
+  if (!call.tensor_returns) {
+    for (size_t i = 0; i < returns.size(); ++i)
+      b.g.results.push_back(ir::Convert(b.g, results[i], ctx.out[i].dtype));
+  }
+}
+
+// Step 7: the graph runs (or is recorded); the op's returns replace its arguments on the stack.
+void Submit(const OpCall& call, GraphBuilder& b, const lowering::Ctx& ctx,
+            const std::vector<TensorMeta>& metas, const std::vector<at::Tensor>& targets,
+            torch::jit::Stack* stack) {
+  std::vector<eager::LazyPtr> host = b.Run();
+  torch::jit::drop(*stack, call.args.size());
+  if (call.tensor_returns) {
+    for (size_t i = 0; i < targets.size(); ++i) {
+      if (metas[i].scalar) {
+        stack->emplace_back(*metas[i].scalar);
+      } else {
+        stack->emplace_back(targets[i]);
       }
-      for (size_t i = 0; i < meta_stack.size(); ++i) {
-        const c10::IValue& r = meta_stack[i];
-        if (r.isInt() || r.isSymInt()) {
-          int64_t v = r.isInt() ? r.toInt() : r.toSymInt().guard_int(__FILE__, __LINE__);
-          metas.push_back({{}, {}, at::kLong, false, v});
-          continue;
-        }
-        // A return that aliases an out= argument is read from that argument: some composite
-        // out= kernels (linalg_inv_ex.inverse) return references to their own temporaries, so
-        // the returned IValue cannot be trusted, nor destroyed.
-        int j = AliasedArg(schema, i);
-        at::Tensor t =
-            j >= 0 ? meta_args[j].toTensor() : (r.isTensor() ? r.toTensor() : at::Tensor());
-        if (j >= 0) new (&meta_stack[i]) c10::IValue();
-        if (!t.defined()) {
-          metas.push_back({{0}, {1}, at::kFloat, false});
-          continue;
-        }
-        metas.push_back({t.sizes().vec(), t.strides().vec(), t.scalar_type()});
-      }
-      if (key) StoreMeta(*key, metas);
+    }
+    return;
+  }
+  for (size_t i = 0; i < host.size(); ++i) {
+    rt::BufferPtr buf = eager::Materialize(host[i]);
+    if (ctx.out[i].dtype == rt::DType::kPred) {
+      bool v = false;
+      buf->ToHost(&v, 1);
+      stack->emplace_back(v);
+    } else if (ctx.out[i].dtype == rt::DType::kS64) {
+      int64_t v = 0;
+      buf->ToHost(&v, 8);
+      stack->emplace_back(v);
+    } else {
+      double v = 0;
+      buf->ToHost(&v, 8);
+      stack->emplace_back(v);
     }
   }
+}
 
-  GraphBuilder b(device, full);
+}  // namespace
+
+// Every step has its own function above; torch.compile's graphs go through this same kernel
+// (aten/graph_capture.h records them instead of running them).
+void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  OpCall call{
+      op,
+      schema,
+      schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name(),
+      {},
+      0,
+      false};
+  // Step 2: the rule, by schema name.
+  lowering::Rule rule = lowering::FindRule(schema.name(), schema.overload_name());
+  if (rule == nullptr) {
+    if (CpuFallbackEnabled()) return CpuFallback(op, stack, call.name);
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "The operator '", call.name,
+                                "' is not currently implemented for the tpu device. Set ",
+                                "TORCHTPU_CPU_FALLBACK=1 to run it on the CPU instead (slow).");
+  }
+  call.args.assign(stack->end() - schema.arguments().size(), stack->end());
+  ExpandMaskIndices(call.args);
+  call.device = OpDevice(call.args);
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, call.device));
+  for (const auto& r : schema.returns()) {
+    call.tensor_returns |= r.type()->kind() == c10::TypeKind::TensorType;
+  }
+  std::vector<TensorMeta> metas = MetaShapes(call);
+
+  GraphBuilder b(call.device, call.name);
   lowering::Ctx ctx{b.g, {}, {}};
-  std::vector<at::Tensor> targets;
   try {
-    at::native::ResultTypeState rts{};
-    for (size_t i = 0; i < num_args; ++i) {
-      const c10::Argument& a = schema.arguments()[i];
-      if (IsOut(a)) {
-        ctx.args.emplace_back(a.name(), Arg{});
-        continue;
-      }
-      if (args[i].isTensor() && args[i].toTensor().defined()) {
-        rts = at::native::update_result_type_state(args[i].toTensor(), rts);
-      } else if (Unwrapped(a.real_type())->kind() == c10::TypeKind::NumberType &&
-                 !args[i].isNone()) {
-        rts = at::native::update_result_type_state(args[i].toScalar(), rts);
-      }
-      ctx.args.emplace_back(a.name(), ToArg(b, a, args[i]));
-    }
-    ctx.common = [&] {
-      at::ScalarType t = at::native::result_type(rts);
-      return t == at::ScalarType::Undefined ? rt::DType::kInvalid : ToDType(t);
-    }();
-
-    for (size_t i = 0; i < returns.size(); ++i) {
-      if (!tensor_returns) {
-        c10::TypeKind k = returns[i].type()->kind();
-        ctx.out.push_back({k == c10::TypeKind::BoolType  ? rt::DType::kPred
-                           : k == c10::TypeKind::IntType ? rt::DType::kS64
-                                                         : rt::DType::kF64,
-                           {}});
-        continue;
-      }
-      const TensorMeta& meta = metas[i];
-      at::Tensor target;
-      if (!meta.defined) {  // the rule still returns a value; it is dropped
-        targets.emplace_back();
-        ctx.out.push_back({meta.scalar ? rt::DType::kS64 : rt::DType::kF32, {0}});
-        continue;
-      }
-      const c10::AliasInfo* alias = returns[i].alias_info();
-      if (alias != nullptr && alias->isWrite()) {
-        int j = AliasedArg(schema, i);
-        if (j >= 0) target = args[j].toTensor();
-        TORCH_CHECK(target.defined(), "tpu: cannot find the argument ", full, " writes into");
-        if (target.sizes() != c10::IntArrayRef(meta.sizes)) target.resize_(meta.sizes);
-        if (target.strides() != c10::IntArrayRef(meta.strides))
-          target.as_strided_(meta.sizes, meta.strides);
-      } else if (alias != nullptr) {
-        TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: view op ", full, " has no tpu kernel");
-      } else {
-        target = at::empty_strided(
-            meta.sizes, meta.strides,
-            at::TensorOptions().dtype(meta.dtype).device(c10::DeviceType::PrivateUse1, device));
-      }
-      targets.push_back(target);
-      ctx.out.push_back({ToDType(meta.dtype), meta.sizes});
-    }
-    if (NeedsGenerator(schema, args)) {
-      Arg gen;
-      gen.kind = Arg::Kind::kValue;
-      gen.value = GeneratorState(b, args, schema, RandomCount(args, ctx.out));
-      auto it = std::find_if(ctx.args.begin(), ctx.args.end(),
-                             [](const auto& a) { return a.first == "generator"; });
-      if (it != ctx.args.end()) {
-        it->second = gen;
-      } else {
-        ctx.args.emplace_back("generator", gen);
-      }
-    }
-
-    std::vector<Value> results = rule(ctx);
-    // Arguments the op mutates without returning them (running stats, ...) take the rule's
-    // extra results, in schema order.
-    std::vector<at::Tensor> mutated;
-    for (size_t j = 0; j < num_args; ++j) {
-      const c10::AliasInfo* ai = schema.arguments()[j].alias_info();
-      if (IsUnannotatedMutation(schema, j) && args[j].isTensor()) {
-        mutated.push_back(args[j].toTensor());
-        continue;
-      }
-      if (ai == nullptr || !ai->isWrite() || !args[j].isTensor()) continue;
-      bool returned = false;
-      for (const auto& r : returns) {
-        returned |= r.alias_info() != nullptr && r.alias_info()->beforeSets() == ai->beforeSets();
-      }
-      if (!returned) mutated.push_back(args[j].toTensor());
-    }
-    TORCH_CHECK(
-        results.size() == returns.size() || results.size() == returns.size() + mutated.size(),
-        "tpu: lowering of ", full, " returned ", results.size(), " values for ", returns.size(),
-        " outputs");
-    for (size_t k = returns.size(); k < results.size(); ++k) {
-      b.Write(mutated[k - returns.size()], results[k]);
-    }
-    for (size_t i = 0; i < targets.size(); ++i) {
-      if (!targets[i].defined()) continue;
-      TORCH_CHECK(b.g.type(results[i]).dims == ctx.out[i].dims, "tpu: lowering of ", full,
-                  " produced shape mismatch for output ", i);
-      b.Write(targets[i], results[i]);
-    }
-    if (!tensor_returns) {
-      for (size_t i = 0; i < returns.size(); ++i)
-        b.g.results.push_back(ir::Convert(b.g, results[i], ctx.out[i].dtype));
-    }
-    std::vector<eager::LazyPtr> host = b.Run();
-    torch::jit::drop(*stack, num_args);
-    if (tensor_returns) {
-      for (size_t i = 0; i < targets.size(); ++i) {
-        if (metas[i].scalar) {
-          stack->emplace_back(*metas[i].scalar);
-        } else {
-          stack->emplace_back(targets[i]);
-        }
-      }
-    } else {
-      for (size_t i = 0; i < host.size(); ++i) {
-        if (ctx.out[i].dtype == rt::DType::kPred) {
-          bool v = false;
-          eager::Materialize(host[i])->ToHost(&v, 1);
-          stack->emplace_back(v);
-        } else if (ctx.out[i].dtype == rt::DType::kS64) {
-          int64_t v = 0;
-          eager::Materialize(host[i])->ToHost(&v, 8);
-          stack->emplace_back(v);
-        } else {
-          double v = 0;
-          eager::Materialize(host[i])->ToHost(&v, 8);
-          stack->emplace_back(v);
-        }
-      }
-    }
+    ReadInputs(call, b, ctx);
+    std::vector<at::Tensor> targets = PrepareOutputs(call, metas, ctx);
+    DrawRandomState(call, b, ctx);
+    std::vector<Value> results = rule(ctx);  // step 5: lower
+    WriteBack(call, b, ctx, results, targets);
+    Submit(call, b, ctx, metas, targets, stack);
   } catch (const c10::Error&) {
     throw;
   } catch (...) {
-    RethrowAsTorchError(full);
+    RethrowAsTorchError(call.name);
   }
 }
 

@@ -24,7 +24,7 @@ class GraphProgram {
   // A parameter's source on each call.
   struct Param {
     enum class Kind { kInput, kUpload, kRandom, kConstant } kind;
-    int input = -1;          // kInput, kUpload: the graph input
+    int input = -1;           // kInput, kUpload: the graph input
     at::Generator generator;  // kRandom: draws `count` values from it
     uint64_t count = 0;
     rt::BufferPtr buffer;  // kConstant

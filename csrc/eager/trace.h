@@ -90,8 +90,7 @@ class Trace {
   // Runs the ops with part[i] == which as one program; returns the failure, if any.
   // With `program`, it also reports the program it ran, its parameters and outputs (values).
   std::optional<OpError> RunPart(Taken& t, const std::vector<char>& part, char which,
-                                 const std::vector<char>& needed_later,
-                                 Program* program = nullptr,
+                                 const std::vector<char>& needed_later, Program* program = nullptr,
                                  std::vector<uint32_t>* program_outputs = nullptr);
   // Runs a part op by op after its program failed: every value that does not depend on the
   // failing op is computed; returns the first failure, naming the op and where it was recorded.

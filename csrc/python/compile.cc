@@ -69,8 +69,10 @@ void RegisterCompile(py::module& m) {
              if (!out) return py::none();
              return ToPython(*out);
            })
-      .def_property_readonly("num_params", [](const aten::GraphProgram& p) { return p.params.size(); })
-      .def_property_readonly("has_program", [](const aten::GraphProgram& p) { return p.exe != nullptr; });
+      .def_property_readonly("num_params",
+                             [](const aten::GraphProgram& p) { return p.params.size(); })
+      .def_property_readonly("has_program",
+                             [](const aten::GraphProgram& p) { return p.exe != nullptr; });
   m.def("_begin_graph_capture", [](int device, const py::sequence& inputs) {
     aten::BeginGraphCapture(device, ToIValues(inputs));
   });

@@ -40,3 +40,21 @@ def test_greedy_tokens_match_cpu(cache):
         before = torchtpu.metrics()["compiles"]
         assert greedy(tpu_model, ids.to("tpu"), cache) == ref
         assert torchtpu.metrics()["compiles"] == before
+
+
+def test_static_cache_generate_under_torch_compile():
+    """The model's forward compiled with our backend: each prefill/decode step is one program
+    (the static cache's index_copy_ writes back into the cache), tokens identical to CPU."""
+    from torchtpu import _dynamo
+
+    torch._dynamo.reset()
+    model = tiny_llama()
+    ids = torch.tensor([[5, 9, 3, 17, 2]])
+    ref = greedy(model, ids, "static")
+    tpu_model = copy.deepcopy(model).to("tpu")
+    tpu_model.forward = torch.compile(tpu_model.forward, backend="tpu")
+    assert greedy(tpu_model, ids.to("tpu"), "static") == ref
+    before = sum(g.replays for g in _dynamo._compiled)
+    assert greedy(tpu_model, ids.to("tpu"), "static") == ref
+    assert sum(g.replays for g in _dynamo._compiled) - before == 12  # prefill + 11 decode steps
+    torch._dynamo.reset()
