@@ -80,11 +80,10 @@ def main() -> None:
     rows = []
     for name, device, backend in runs:
         before = torchtpu.metrics()
-        graphs = len(_dynamo._compiled)
         t = statistics.median(step_times(device, backend, args.steps, args.warmup))
-        after = torchtpu.metrics()
-        rows.append((name, t * 1e3, BATCH * SEQ / t, after["compiles"] - before["compiles"],
-                     len(_dynamo._compiled) - graphs))
+        compiles = torchtpu.metrics()["compiles"] - before["compiles"]
+        graphs = len(_dynamo.compiled_graphs())  # this run's (step_times reset Dynamo first)
+        rows.append((name, t * 1e3, BATCH * SEQ / t, compiles, graphs))
     print(
         f"Llama ({small_llama_config().num_hidden_layers} layers, hidden "
         f"{small_llama_config().hidden_size}), batch {BATCH}x{SEQ} tokens, train step with AdamW, "

@@ -29,7 +29,7 @@ def executions() -> int:
 
 
 def replays() -> int:
-    return sum(g.replays for g in _dynamo._compiled)
+    return sum(g.replays for g in _dynamo.compiled_graphs())
 
 
 class Mlp(torch.nn.Module):
@@ -136,7 +136,7 @@ def test_graph_break_runs_pieces_compiled(device):
     for sign in (1, -1, 1):
         x = (sign * torch.rand(4, 5) + 0.1 * sign).to(device)
         torch.testing.assert_close(cf(x).cpu(), f(x).cpu())
-    graphs = [g for g in _dynamo._compiled if g.replayable]
+    graphs = [g for g in _dynamo.compiled_graphs() if g.replayable]
     assert len(graphs) >= 2 and all(g.captures == 1 for g in graphs)
     assert sum(g.replays for g in graphs) >= 2
 
@@ -270,3 +270,22 @@ def test_finetune_llama_train_step_20_steps(device):
     compiled, counts = run(True)
     assert max(counts[2:]) <= 3
     torch.testing.assert_close(torch.tensor(compiled), torch.tensor(eager), atol=1e-5, rtol=1e-5)
+
+
+def test_inputs_mutated_in_place(device):
+    """copy_/fill_ into inputs inside the graph are written back on every call."""
+
+    def f(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        x.fill_(2.0)  # a small fill: an uploaded constant, not a program output
+        z.mul_(y)
+        return y * x
+
+    cf = torch.compile(f, backend="tpu")
+    for i in range(3):
+        x, y, z = torch.zeros(4), torch.arange(4.0) + i, torch.full((4,), 3.0)
+        tx, ty, tz = x.to(device), y.to(device), z.to(device)
+        out = cf(tx, ty, tz)
+        torch.testing.assert_close(out.cpu(), f(x, y, z))
+        torch.testing.assert_close(tx.cpu(), x)
+        torch.testing.assert_close(tz.cpu(), z)
+    assert [g.replays for g in _dynamo.compiled_graphs() if g.replayable][-1] == 2

@@ -15,6 +15,7 @@ one device program: it runs op by op through the eager kernels instead, with the
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -185,13 +186,21 @@ class CompiledGraph:
         return outs
 
 
-# Every graph compiled in this process, newest last (for tests and torchtpu.compile_stats()).
-_compiled: list[CompiledGraph] = []
+# The graphs compiled in this process, oldest first; weak, so that Dynamo's caches decide how
+# long a graph lives.
+_compiled: list[weakref.ref[CompiledGraph]] = []
+
+
+def compiled_graphs() -> list[CompiledGraph]:
+    """The compiled graphs still alive, oldest first: each has `captures` and `replays` counts."""
+    alive = [g for r in _compiled if (g := r()) is not None]
+    _compiled[:] = [weakref.ref(g) for g in alive]
+    return alive
 
 
 def _compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> CompiledGraph:
     g = CompiledGraph(gm, example_inputs)
-    _compiled.append(g)
+    _compiled.append(weakref.ref(g))
     return g
 
 

@@ -177,7 +177,7 @@ std::shared_ptr<GraphProgram> EndGraphCapture(const std::vector<c10::IValue>& ou
       o.kind = GraphProgram::Output::Kind::kNewStorage;
       auto [it2, inserted] = new_storage.emplace(key, static_cast<int>(prog->storages.size()));
       if (inserted) {
-        prog->storages.push_back({t.storage().nbytes(), -1, nullptr});
+        prog->storages.push_back({t.storage().nbytes(), {}});
         eager::LazyPtr value = Current(t.storage());
         storage_result.push_back(value ? static_cast<int64_t>(results.size()) : -1);
         if (value) results.push_back(std::move(value));
@@ -225,26 +225,24 @@ std::shared_ptr<GraphProgram> EndGraphCapture(const std::vector<c10::IValue>& ou
     }
     prog->params.push_back(std::move(param));
   }
-  // A result the capture did not compute is a buffer it already held: an input's (which must
-  // then be read again on each call) or a constant.
-  auto source = [&](size_t r, int64_t* output, rt::BufferPtr* held) {
-    *output = p->output[r];
-    if (*output >= 0) return true;
-    if (input_of.count(p->held[r].get())) return false;
-    *held = p->held[r];
-    return true;
+  // A result the capture did not compute is a buffer it already held: a constant, or an
+  // input's (which would have to be read again on each call: not handled, the graph runs op by
+  // op instead).
+  auto source = [&](size_t r, GraphProgram::Source* src) {
+    src->output = p->output[r];
+    if (src->output >= 0) return true;
+    src->held = p->held[r];
+    return input_of.count(src->held.get()) == 0;
   };
   for (size_t s = 0; s < prog->storages.size(); ++s) {
-    if (storage_result[s] < 0) continue;
-    if (!source(storage_result[s], &prog->storages[s].result, &prog->storages[s].held)) {
+    if (storage_result[s] >= 0 && !source(storage_result[s], &prog->storages[s].value)) {
       return nullptr;
     }
   }
   for (const auto& [k, r] : mutated) {
-    int64_t output = -1;
-    rt::BufferPtr held;
-    if (!source(r, &output, &held) || output < 0) return nullptr;
-    prog->mutations.emplace_back(k, output);
+    GraphProgram::Source src;
+    if (!source(r, &src)) return nullptr;
+    prog->mutations.emplace_back(k, std::move(src));
   }
   prog->exe = p->exe;
   return prog;
@@ -282,13 +280,13 @@ std::optional<std::vector<c10::IValue>> GraphProgram::Run(
   if (exe) outs = eager::Execute(*exe, args, device);
   std::vector<c10::Storage> made;
   made.reserve(storages.size());
+  auto value = [&](const Source& src) { return src.output >= 0 ? outs[src.output] : src.held; };
   for (const Storage& s : storages) {
     made.push_back(NewStorage(s.nbytes, device));
-    rt::BufferPtr buf = s.result >= 0 ? outs[s.result] : s.held;
-    if (buf) Assign(made.back(), eager::Lazy::Of(std::move(buf), device));
+    if (rt::BufferPtr buf = value(s.value)) Assign(made.back(), eager::Lazy::Of(buf, device));
   }
-  for (const auto& [k, r] : mutations) {
-    Assign(inputs[k].toTensor().storage(), eager::Lazy::Of(outs[r], device));
+  for (const auto& [k, src] : mutations) {
+    Assign(inputs[k].toTensor().storage(), eager::Lazy::Of(value(src), device));
   }
   std::vector<c10::IValue> result;
   result.reserve(outputs.size());

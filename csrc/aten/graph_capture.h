@@ -39,10 +39,15 @@ class GraphProgram {
     at::ScalarType dtype = at::kFloat;
     c10::IValue other;
   };
+  // A value the call produces: a program output, or (-1) a buffer the capture already held,
+  // which every call reuses (buffers are immutable), or nothing (a storage never written).
+  struct Source {
+    int64_t output = -1;
+    rt::BufferPtr held;
+  };
   struct Storage {
     size_t nbytes = 0;
-    int64_t result = -1;  // the program output that fills it, or -1: `held`, or empty
-    rt::BufferPtr held;
+    Source value;
   };
   // An input layout the program was captured for.
   struct InputLayout {
@@ -60,7 +65,7 @@ class GraphProgram {
   std::vector<Param> params;
   std::vector<Output> outputs;
   std::vector<Storage> storages;
-  std::vector<std::pair<int, int64_t>> mutations;  // (input, program output) written back
+  std::vector<std::pair<int, Source>> mutations;  // (input, its new value) written back
   std::vector<InputLayout> layouts;
 };
 

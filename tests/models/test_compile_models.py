@@ -19,7 +19,7 @@ WHOLE_GRAPH = {"llama", "qwen2", "bert", "vit", "resnet18"}
 
 
 def counters() -> tuple[int, int]:
-    return torchtpu.metrics()["executions"], sum(g.replays for g in _dynamo._compiled)
+    return torchtpu.metrics()["executions"], sum(g.replays for g in _dynamo.compiled_graphs())
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +44,7 @@ def test_compiled_forward(name):
         out = compiled(batch)
         e1, r1 = counters()
     torch.testing.assert_close(out.cpu(), ref, atol=1e-5, rtol=1e-5)
-    graphs = len(_dynamo._compiled)
+    graphs = len(_dynamo.compiled_graphs())
     assert e1 - e0 == r1 - r0 == graphs  # one program per graph, nothing else
     if name in WHOLE_GRAPH:
         assert graphs == 1

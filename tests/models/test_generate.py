@@ -54,7 +54,8 @@ def test_static_cache_generate_under_torch_compile():
     tpu_model = copy.deepcopy(model).to("tpu")
     tpu_model.forward = torch.compile(tpu_model.forward, backend="tpu")
     assert greedy(tpu_model, ids.to("tpu"), "static") == ref
-    before = sum(g.replays for g in _dynamo._compiled)
+    before = sum(g.replays for g in _dynamo.compiled_graphs())
     assert greedy(tpu_model, ids.to("tpu"), "static") == ref
-    assert sum(g.replays for g in _dynamo._compiled) - before == 12  # prefill + 11 decode steps
+    # One program per step: the prefill and 11 decode steps.
+    assert sum(g.replays for g in _dynamo.compiled_graphs()) - before == 12
     torch._dynamo.reset()
