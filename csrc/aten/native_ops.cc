@@ -174,23 +174,6 @@ at::Scalar LocalScalarDense(const at::Tensor& self) {
   return {};
 }
 
-// Filling a whole small tensor uploads the value instead of running a program: autograd's seed
-// gradient (ones_like(loss)) then costs no program between a compiled forward and backward.
-at::Tensor& FillScalar(at::Tensor& self, const at::Scalar& value) {
-  constexpr int64_t kUploadElems = 256;
-  if (self.numel() > 0 && self.numel() <= kUploadElems && self.is_non_overlapping_and_dense() &&
-      !self.is_complex() && !value.isComplex() &&
-      self.storage().nbytes() == static_cast<size_t>(self.numel() * self.element_size())) {
-    FromHost(at::empty_like(self, self.options().device(at::kCPU)).fill_(value), self);
-    return self;
-  }
-  static const c10::OperatorHandle op =
-      c10::Dispatcher::singleton().findSchemaOrThrow("aten::fill_", "Scalar");
-  torch::jit::Stack stack{self, value};
-  BoxedKernel(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), &stack);
-  return self;
-}
-
 void RecordStream(at::Tensor&, c10::Stream) {}  // one in-order queue per device
 
 // CPU <-> tpu strided tensors may swap their impls in place (`param.data = param.to("tpu")`),
@@ -221,7 +204,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", CopyFromAndResize);
   m.impl("_local_scalar_dense", LocalScalarDense);
   m.impl("record_stream", RecordStream);
-  m.impl("fill_.Scalar", FillScalar);
   m.impl("_has_compatible_shallow_copy_type", HasCompatibleShallowCopyType);
 }
 
