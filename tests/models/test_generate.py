@@ -37,6 +37,9 @@ def test_greedy_tokens_match_cpu(cache):
     tpu_model = copy.deepcopy(model).to("tpu")
     assert greedy(tpu_model, ids.to("tpu"), cache) == ref
     if cache == "static":
+        # Fused mode's loop detection remembers earlier ops (also other tests'), so the first
+        # generation may cut its trace differently: measure a repeat of a repeat.
+        assert greedy(tpu_model, ids.to("tpu"), cache) == ref
         before = torchtpu.metrics()["compiles"]
         assert greedy(tpu_model, ids.to("tpu"), cache) == ref
         assert torchtpu.metrics()["compiles"] == before
