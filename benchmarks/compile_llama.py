@@ -13,7 +13,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from collections.abc import Callable
 
 import torch
@@ -25,6 +24,7 @@ from torchtpu import _dynamo
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 from instruct_data import batches
 from llama_config import small_llama_config
+from llama_train import timed_rounds
 
 BATCH, SEQ = 16, 40
 
@@ -49,19 +49,7 @@ def make_step(device: torch.device, backend: str | None) -> Callable[[], float]:
 
 def step_times(device: torch.device, backend: str | None, steps: int, warmup: int) -> list[float]:
     torch._dynamo.reset()
-    step = make_step(device, backend)
-    sync = torch.tpu.synchronize if device.type == "tpu" else (lambda: None)
-    for _ in range(warmup):
-        step()
-    sync()
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        sync()
-        times.append((time.perf_counter() - start) / steps)
-    return times
+    return timed_rounds(make_step(device, backend), device, steps, warmup)
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 
 import torch
 from transformers import LlamaForCausalLM
@@ -33,7 +34,6 @@ def step_times(device: torch.device, steps: int, warmup: int, mode: str) -> list
     model = LlamaForCausalLM(small_llama_config()).to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     batch = {k: v.to(device) for k, v in batches(1, BATCH, SEQ, seed=0)[0].items()}
-    sync = torch.tpu.synchronize if device.type == "tpu" else (lambda: None)
 
     def step() -> float:
         loss = model(**batch).loss
@@ -42,11 +42,20 @@ def step_times(device: torch.device, steps: int, warmup: int, mode: str) -> list
         opt.step()
         return loss.item()
 
+    return timed_rounds(step, device, steps, warmup)
+
+
+def timed_rounds(
+    step: Callable[[], object], device: torch.device, steps: int, warmup: int
+) -> list[float]:
+    """Seconds per step of three timed rounds after `warmup` steps, the device synchronized
+    before each clock stops; the median round is reported."""
+    sync = torch.tpu.synchronize if device.type == "tpu" else (lambda: None)
     for _ in range(warmup):
         step()
     sync()
     times = []
-    for _ in range(3):  # three timed rounds; the median round is reported
+    for _ in range(3):
         start = time.perf_counter()
         for _ in range(steps):
             step()
