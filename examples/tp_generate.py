@@ -76,6 +76,9 @@ def main() -> None:
           f"{WORLD} devices ({tp_s:.1f}s, transport {transport}): "
           f"{'identical' if same else 'DIFFERENT'}")
     print("tokens:", sharded[0, prompt.shape[1]:].tolist())
+    m = tpu.metrics()
+    print(f"collectives (all ranks): {m['fused_collectives']} ran inside programs with other ops, "
+          f"{m['lone_collectives']} alone")
     if not same:
         raise SystemExit(1)
 

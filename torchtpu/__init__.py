@@ -108,7 +108,9 @@ def get_device(index: int | None = None) -> torch.device:
 
 def metrics() -> dict[str, Any]:
     """Counters: compiles, executions, cache_hits, cpu_fallbacks, compile_seconds,
-    disk_cache_hits, recorded_ops and flushes (fused mode)."""
+    disk_cache_hits, recorded_ops and flushes (fused mode), fused_collectives and
+    lone_collectives (per rank: collectives that ran inside a program with other ops, and those
+    that ran as programs of their own)."""
     return _C.metrics()
 
 

@@ -45,9 +45,14 @@ def _create(opts: Any, backend_options: Any) -> Any:
     timeout: timedelta = opts.timeout
     ours = dist.PrefixStore("torchtpu/", store)
     uid, in_process = _meet(ours, rank, size)
-    host, device_ids = None, []
+    host, device_ids, fuse = None, [], False
     if in_process:
         kind = "xla"
+        # Collectives are recorded into fused traces when the group is this world, in order:
+        # then every rank's program has the same replicas.
+        world = dist.get_world_size() if dist.is_initialized() else size
+        ranks = list(getattr(opts, "global_ranks_in_group", None) or range(size))
+        fuse = size == world and ranks == list(range(world)) and _fuse_collectives()
     elif _C._global_device_count() > torch.tpu.device_count():
         # The global device id of every rank's current device, exchanged through the store.
         kind = "xla-multiprocess"
@@ -57,7 +62,12 @@ def _create(opts: Any, backend_options: Any) -> Any:
         kind = "gloo"
         host = dist.ProcessGroupGloo(dist.PrefixStore("torchtpu-gloo/", store), rank, size, timeout)
     _transports[opts.group_id] = kind
-    return _C._dist_backend(rank, size, timeout.total_seconds(), uid, host, device_ids)
+    return _C._dist_backend(rank, size, timeout.total_seconds(), uid, host, device_ids, fuse)
+
+
+def _fuse_collectives() -> bool:
+    """TORCHTPU_FUSE_COLLECTIVES=0 keeps every collective a flush point of fused mode."""
+    return os.environ.get("TORCHTPU_FUSE_COLLECTIVES", "1") != "0"
 
 
 def spans_processes(platform: str) -> bool:

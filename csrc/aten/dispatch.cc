@@ -313,6 +313,7 @@ void RethrowAsTorchError(const std::string& op) {
     TORCH_CHECK(false, err.what());
   } catch (const eager::OpError& e) {
     TORCH_CHECK_WITH(OutOfMemoryError, !e.out_of_memory, e.what());
+    TORCH_CHECK_WITH(DistBackendError, !e.distributed, e.what());
     TORCH_CHECK(false, e.what());
   } catch (const lowering::LoweringError& e) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu cannot lower ", op, ": ", e.what());

@@ -7,8 +7,10 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include "aten/storage.h"
+#include "distributed/recorded.h"
 #include "distributed/rendezvous.h"
 #include "eager/executor.h"
+#include "eager/trace.h"
 
 namespace tpu::dist {
 
@@ -26,34 +28,34 @@ bool WholeStorage(const at::Tensor& t) {
   return t.is_contiguous() && t.storage_offset() == 0 && t.nbytes() == t.storage().nbytes();
 }
 
-bool Matches(const rt::BufferPtr& b, const at::Tensor& t) {
-  return b->dtype() == aten::ToDType(t.scalar_type()) &&
-         b->dims() == std::vector<int64_t>(t.sizes().begin(), t.sizes().end());
+bool Matches(const ir::Type& type, const at::Tensor& t) {
+  return type.dtype == aten::ToDType(t.scalar_type()) &&
+         type.dims == std::vector<int64_t>(t.sizes().begin(), t.sizes().end());
 }
 
-// The value of `t` as a buffer shaped and typed like t (a host read: flushes t's device).
-rt::BufferPtr InputBuffer(const at::Tensor& t) {
+// The value of `t`, shaped and typed like t (pending in fused mode).
+eager::LazyPtr InputValue(const at::Tensor& t) {
   eager::LazyPtr v = WholeStorage(t) ? aten::Current(t.storage()) : nullptr;
-  if (v != nullptr) {
-    rt::BufferPtr b = eager::Materialize(v);
-    if (Matches(b, t)) return b;
-  }
+  if (v != nullptr && Matches(v->type, t)) return v;
   // A view, a reinterpretation or a never-written tensor: a fresh tensor holds exactly t.
   at::Tensor c = WholeStorage(t) && v == nullptr ? at::zeros_like(t, at::MemoryFormat::Contiguous)
                                                  : t.clone(at::MemoryFormat::Contiguous);
-  rt::BufferPtr b = eager::Materialize(aten::Current(c.storage()));
-  TORCH_CHECK(Matches(b, t), "tpu: the input of a collective has an unexpected layout");
-  return b;
+  v = aten::Current(c.storage());
+  TORCH_CHECK(Matches(v->type, t), "tpu: the input of a collective has an unexpected layout");
+  return v;
 }
 
-// A new tpu tensor holding `b`.
-at::Tensor Wrap(const rt::BufferPtr& b) {
-  c10::DeviceGuard guard(c10::Device(kTpu, static_cast<c10::DeviceIndex>(b->device())));
+// The buffer of InputValue(t) (a host read: flushes t's device).
+rt::BufferPtr InputBuffer(const at::Tensor& t) { return eager::Materialize(InputValue(t)); }
+
+// A new tpu tensor holding `v`.
+at::Tensor Wrap(const eager::LazyPtr& v) {
+  c10::DeviceGuard guard(c10::Device(kTpu, static_cast<c10::DeviceIndex>(v->device)));
   at::Tensor t =
-      at::empty(b->dims(), at::TensorOptions()
-                               .dtype(aten::ToScalarType(b->dtype()))
-                               .device(kTpu, static_cast<c10::DeviceIndex>(b->device())));
-  aten::Assign(t.storage(), eager::Lazy::Of(b, b->device()));
+      at::empty(v->type.dims, at::TensorOptions()
+                                  .dtype(aten::ToScalarType(v->type.dtype))
+                                  .device(kTpu, static_cast<c10::DeviceIndex>(v->device)));
+  aten::Assign(t.storage(), v);
   return t;
 }
 
@@ -236,12 +238,15 @@ void TpuWork::Fail(const std::string& why) {
 
 ProcessGroupTPU::ProcessGroupTPU(int rank, int size, std::chrono::milliseconds timeout,
                                  std::string uid, c10::intrusive_ptr<c10d::Backend> host,
-                                 std::vector<int> device_ids)
+                                 std::vector<int> device_ids, bool fuse)
     : c10d::Backend(rank, size),
       timeout_(timeout),
       uid_(std::move(uid)),
       host_(std::move(host)),
-      device_ids_(std::move(device_ids)) {}
+      device_ids_(std::move(device_ids)),
+      fuse_(fuse && host_ == nullptr && device_ids_.empty()) {
+  if (fuse_) InstallMeet();
+}
 
 void ProcessGroupTPU::startCoalescing() {
   coalescing_ = true;
@@ -307,18 +312,20 @@ c10::intrusive_ptr<TpuWork> ProcessGroupTPU::Xla(c10d::OpType type, const Collec
                                                  const std::vector<at::Tensor>& inputs,
                                                  Finish finish, const PointToPoint* p2p) {
   const std::string what = lowering::Describe(spec);
+  if (Records(p2p, inputs)) return Record(type, spec, what, inputs, finish);
   const std::string key = p2p ? p2p->meeting : uid_ + "/" + std::to_string(seq_++);
+  eager::GetMetrics().lone_collectives++;
   auto work =
       c10::make_intrusive<TpuWork>(rank_, type, what, key, static_cast<int>(spec.size), timeout_);
   Part part;
   part.device = inputs.empty() ? 0 : inputs[0].device().index();
   part.signature = what;
   for (const at::Tensor& t : inputs) part.inputs.push_back(InputBuffer(t));
-  part.done = [work, finish](std::vector<rt::BufferPtr> outs, const std::string* error) {
+  part.done = [work, finish](std::vector<rt::BufferPtr> outs, const std::string* error, bool) {
     if (error != nullptr) return work->Fail("tpu: " + *error);
     try {
       std::vector<at::Tensor> results;
-      for (const rt::BufferPtr& b : outs) results.push_back(Wrap(b));
+      for (const rt::BufferPtr& b : outs) results.push_back(Wrap(eager::Lazy::Of(b, b->device())));
       work->Complete(finish(results));
     } catch (const std::exception& e) {
       work->Fail(std::string("tpu: writing the results of a collective failed: ") + e.what());
@@ -334,11 +341,42 @@ c10::intrusive_ptr<TpuWork> ProcessGroupTPU::Xla(c10d::OpType type, const Collec
   if (p2p) ids = {device_ids_.at(p2p->src), device_ids_.at(p2p->dst)};
   try {
     auto outs = LaunchProgram(spec, {part}, ids);
-    part.done(std::move(outs[0]), nullptr);
+    part.done(std::move(outs[0]), nullptr, false);
   } catch (const std::exception& e) {
     std::string msg = e.what();
-    part.done({}, &msg);
+    part.done({}, &msg, false);
   }
+  return work;
+}
+
+bool ProcessGroupTPU::Records(const PointToPoint* p2p, const std::vector<at::Tensor>& inputs) {
+  return fuse_ && p2p == nullptr && device_ids_.empty() && !inputs.empty() &&
+         eager::GetMode() == eager::Mode::kFused &&
+         !eager::TraceOf(inputs[0].device().index()).CapturingHere();
+}
+
+c10::intrusive_ptr<TpuWork> ProcessGroupTPU::Record(c10d::OpType type, const CollectiveSpec& spec,
+                                                    const std::string& what,
+                                                    const std::vector<at::Tensor>& inputs,
+                                                    const Finish& finish) {
+  const int device = inputs[0].device().index();
+  auto c = std::make_shared<eager::CollectiveOp>();
+  c->group = uid_;
+  c->seq = seq_++;
+  c->what = what;
+  c->size = static_cast<int>(spec.size);
+  c->rank = rank_;
+  c->timeout = timeout_;
+  std::vector<eager::LazyPtr> values;
+  for (const at::Tensor& t : inputs) values.push_back(InputValue(t));
+  NoteRecorded(uid_, c->seq, rank_, device);
+  std::vector<eager::LazyPtr> outs = eager::TraceOf(device).Record(
+      lowering::CollectiveProgram(spec), values, what, eager::CaptureOrigin(), c);
+  std::vector<at::Tensor> results;
+  for (const eager::LazyPtr& v : outs) results.push_back(Wrap(v));
+  // Issued, as on a stream: its results are values of the trace, so the work is complete.
+  auto work = c10::make_intrusive<TpuWork>(rank_, type, what, "", size_, timeout_);
+  work->Complete(finish(results));
   return work;
 }
 
@@ -387,7 +425,8 @@ at::Tensor HostAlias(const at::Tensor& t) {
   rt::BufferPtr b = eager::Materialize(v);
   eager::Synchronize(t.device().index());  // no program issued earlier still reads it
   // Holders: the slot and `v`; the buffer: `v` and `b`. Anyone else would see the change.
-  if (v.use_count() > 2 || b.use_count() > 2 || !Matches(b, t) || aten::Current(t.storage()) != v) {
+  if (v.use_count() > 2 || b.use_count() > 2 || !Matches(v->type, t) ||
+      aten::Current(t.storage()) != v) {
     return {};
   }
   return at::from_blob(
@@ -941,7 +980,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::barrier(const c10d::BarrierOptio
   }
   c10::DeviceIndex dev = c10::impl::getDeviceGuardImpl(kTpu)->getDevice().index();
   std::vector<at::Tensor> one{at::zeros({1}, at::TensorOptions().device(kTpu, dev))};
-  return allreduce(one, c10d::AllreduceOptions());
+  auto work = allreduce(one, c10d::AllreduceOptions());
+  InputBuffer(one[0]);  // a barrier waits for every rank: when recorded, run it now
+  return work;
 }
 
 }  // namespace tpu::dist

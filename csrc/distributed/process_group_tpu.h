@@ -56,9 +56,12 @@ class ProcessGroupTPU : public c10d::Backend {
   // `uid` is the same on every rank of the group and unique to it. `host` (Gloo over the same
   // store), when given, carries every collective instead of XLA. `device_ids`, when given, are
   // the global PJRT device ids of the group's ranks on a client that spans their processes:
-  // each rank then launches every collective program on its own device.
+  // each rank then launches every collective program on its own device. `fuse`: the group's
+  // ranks are all the threads of this process's world, in order, so in fused mode its
+  // collectives are recorded into the ranks' traces (recorded.h).
   ProcessGroupTPU(int rank, int size, std::chrono::milliseconds timeout, std::string uid,
-                  c10::intrusive_ptr<c10d::Backend> host, std::vector<int> device_ids = {});
+                  c10::intrusive_ptr<c10d::Backend> host, std::vector<int> device_ids = {},
+                  bool fuse = false);
 
   const std::string getBackendName() const override { return "tpu"; }
   bool supportsCoalescing() const override { return true; }
@@ -133,6 +136,11 @@ class ProcessGroupTPU : public c10d::Backend {
   c10::intrusive_ptr<TpuWork> Xla(c10d::OpType type, const lowering::CollectiveSpec& spec,
                                   const std::vector<at::Tensor>& inputs, Finish finish,
                                   const PointToPoint* p2p = nullptr);
+  // Fused mode: whether this collective is recorded into the caller's trace, and recording it.
+  bool Records(const PointToPoint* p2p, const std::vector<at::Tensor>& inputs);
+  c10::intrusive_ptr<TpuWork> Record(c10d::OpType type, const lowering::CollectiveSpec& spec,
+                                     const std::string& what, const std::vector<at::Tensor>& inputs,
+                                     const Finish& finish);
   PointToPoint Pair(int src, int dst, int tag);
   lowering::CollectiveSpec PermuteSpec(const at::Tensor& t) const;
   // The host path: `run` issues the host backend's collective on `cpu` copies; when it
@@ -151,6 +159,7 @@ class ProcessGroupTPU : public c10d::Backend {
   std::string uid_;
   c10::intrusive_ptr<c10d::Backend> host_;
   std::vector<int> device_ids_;
+  bool fuse_;
   uint64_t seq_ = 0;
   std::map<std::pair<int, int>, uint64_t> p2p_seq_;  // (src, dst) -> messages so far
   bool coalescing_ = false;

@@ -54,6 +54,7 @@ void Join(const std::string& key, int size, int rank, Part part, const Launch& l
     g_meetings.erase(key);
   }
   std::optional<std::string> error = Mismatch(parts);
+  const bool mismatch = error.has_value();
   std::vector<std::vector<rt::BufferPtr>> outputs;
   if (!error) {
     try {
@@ -64,9 +65,9 @@ void Join(const std::string& key, int size, int rank, Part part, const Launch& l
   }
   for (size_t r = 0; r < parts.size(); ++r) {
     if (error) {
-      parts[r].done({}, &*error);
+      parts[r].done({}, &*error, mismatch);
     } else {
-      parts[r].done(std::move(outputs[r]), nullptr);
+      parts[r].done(std::move(outputs[r]), nullptr, false);
     }
   }
 }
@@ -84,6 +85,18 @@ std::vector<int> Missing(const std::string& key, int size) {
 void Abandon(const std::string& key) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_meetings.erase(key);
+}
+
+void Cancel(const std::string& key, const std::string& why) {
+  std::vector<Part> parts;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = g_meetings.find(key);
+    if (it == g_meetings.end()) return;
+    for (auto& [r, p] : it->second->parts) parts.push_back(std::move(p));
+    g_meetings.erase(it);
+  }
+  for (Part& p : parts) p.done({}, &why, true);
 }
 
 }  // namespace tpu::dist

@@ -15,8 +15,10 @@ struct Part {
   int device = 0;         // the rank's local device
   std::string signature;  // what the rank issued, compared across ranks
   std::vector<rt::BufferPtr> inputs;
-  // Runs once, on the launching thread: the rank's results, or the reason there are none.
-  std::function<void(std::vector<rt::BufferPtr> outputs, const std::string* error)> done;
+  // Runs once, on the launching thread: the rank's results, or the reason there are none
+  // (`mismatch`: the ranks issued different signatures).
+  std::function<void(std::vector<rt::BufferPtr> outputs, const std::string* error, bool mismatch)>
+      done;
 };
 
 // Runs the program over every part (in meeting-rank order); returns each part's outputs.
@@ -32,5 +34,8 @@ std::vector<int> Missing(const std::string& key, int size);
 
 // Forgets a meeting that timed out, so that a late rank does not launch it for nobody.
 void Abandon(const std::string& key);
+
+// Ends a meeting that will not complete: the parts that joined are done with `why` as a mismatch.
+void Cancel(const std::string& key, const std::string& why);
 
 }  // namespace tpu::dist

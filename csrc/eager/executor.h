@@ -21,8 +21,10 @@ enum class Mode { kDebug, kStrict, kFused };
 
 // A program failed: the message names the op (and, in fused mode, the line that recorded it).
 struct OpError : std::runtime_error {
-  OpError(const std::string& msg, bool oom) : std::runtime_error(msg), out_of_memory(oom) {}
+  OpError(const std::string& msg, bool oom, bool dist = false)
+      : std::runtime_error(msg), out_of_memory(oom), distributed(dist) {}
   bool out_of_memory;
+  bool distributed;  // a collective's ranks did not meet (c10d's DistBackendError)
 };
 // Puts a runtime error into words for the user; `what` names the op.
 OpError DescribeFailure(const rt::Error& e, const std::string& what);
@@ -36,6 +38,10 @@ struct Metrics {
   std::atomic<int64_t> disk_hits{0};     // programs loaded from the persistent cache
   std::atomic<int64_t> recorded_ops{0};  // ops recorded in fused mode
   std::atomic<int64_t> flushes{0};       // fused traces run as one program
+  // Collectives (per rank) that ran inside a program with other ops, and those that ran as
+  // programs of their own.
+  std::atomic<int64_t> fused_collectives{0};
+  std::atomic<int64_t> lone_collectives{0};
 };
 
 Metrics& GetMetrics();

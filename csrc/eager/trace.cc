@@ -18,6 +18,22 @@ constexpr size_t kHistory = 16384;  // loops up to half of this are detected
 
 std::atomic<size_t> g_max_ops{0};
 
+std::mutex g_meet_mu;
+MeetFn g_meet;
+
+// Runs a program holding collectives with the other ranks (through the distributed layer).
+std::vector<rt::BufferPtr> Meet(const Meeting& m, int device,
+                                const std::vector<rt::BufferPtr>& inputs, const ir::Hash128& key,
+                                const std::function<ir::Graph()>& build) {
+  MeetFn meet;
+  {
+    std::lock_guard<std::mutex> lock(g_meet_mu);
+    meet = g_meet;
+  }
+  if (!meet) throw OpError("tpu: internal error: a collective with no process group", false);
+  return meet(m, device, inputs, key, build);
+}
+
 // Z-function: z[i] = length of the longest common prefix of s and s[i..].
 std::vector<size_t> ZFunction(const std::vector<uint64_t>& s) {
   size_t n = s.size();
@@ -32,6 +48,11 @@ std::vector<size_t> ZFunction(const std::vector<uint64_t>& s) {
 }
 
 }  // namespace
+
+void SetMeet(MeetFn meet) {
+  std::lock_guard<std::mutex> lock(g_meet_mu);
+  g_meet = std::move(meet);
+}
 
 void Trace::SetMaxOps(size_t n) { g_max_ops.store(n); }
 
@@ -53,7 +74,7 @@ int64_t Trace::External(const rt::BufferPtr& buf) {
 }
 
 std::vector<LazyPtr> Trace::Record(ir::Graph g, const std::vector<LazyPtr>& inputs, std::string op,
-                                   OriginPtr origin) {
+                                   OriginPtr origin, CollectivePtr collective) {
   // Values pending on another device are computed there first (never under our lock).
   for (const LazyPtr& in : inputs) {
     if (in->device != device_ && !in->ready.load(std::memory_order_acquire)) {
@@ -96,6 +117,7 @@ std::vector<LazyPtr> Trace::Record(ir::Graph g, const std::vector<LazyPtr>& inpu
   rec.g = std::make_shared<const ir::Graph>(std::move(g));
   rec.name = std::move(op);
   rec.origin = std::move(origin);
+  rec.collective = std::move(collective);
   ops_.push_back(std::move(rec));
   GetMetrics().recorded_ops++;
   NoteOp(h.lo ^ (h.hi * 31));
@@ -188,6 +210,13 @@ struct Key {
     b = ((b ^ x) + 0x7f4a7c159e3779b9ULL) * 0xff51afd7ed558ccdULL;
   }
 };
+
+std::string HexKey(uint64_t a, uint64_t b) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(a),
+                static_cast<unsigned long long>(b));
+  return buf;
+}
 
 std::string Describe(const std::string& name, const OriginPtr& origin) {
   return origin ? name + " (recorded at " + origin->Describe() + ")" : name;
@@ -288,9 +317,13 @@ void Trace::FlushLocked(const Lazy* wanted) {
   size_t num_values = t.live.size();
 
   // Part 0: the ops the wanted value depends on (all ops without a wanted value); part 1: the rest.
+  // Collectives are not split off: every rank must run them in the order it issued them.
   size_t n = t.ops.size();
   std::vector<char> part(n, 0);
-  if (wanted != nullptr && wanted->value < num_values && t.live[wanted->value].get() == wanted) {
+  bool collectives = std::any_of(t.ops.begin(), t.ops.end(),
+                                 [](const Op& op) { return op.collective != nullptr; });
+  if (wanted != nullptr && !collectives && wanted->value < num_values &&
+      t.live[wanted->value].get() == wanted) {
     std::vector<char> cone(n, 0);
     std::vector<uint32_t> stack{t.value_op[wanted->value]};
     size_t size = 0;
@@ -349,10 +382,12 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
   std::vector<rt::BufferPtr> params;
   std::vector<int64_t> local(t.live.size(), -1);  // value -> index among the part's values
   std::vector<uint32_t> outputs;                  // values the program returns
+  std::vector<CollectivePtr> collectives;         // the other ranks run these with us
   Key key;
   int64_t next_local = 0;
   for (size_t i : idx) {
     const Op& op = t.ops[i];
+    if (op.collective) collectives.push_back(op.collective);
     key.Mix(op.hash.lo);
     key.Mix(op.hash.hi);
     for (int64_t src : op.inputs) {
@@ -368,7 +403,7 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
     for (size_t r = 0; r < op.g->results.size(); ++r) {
       uint32_t v = op.first_value + static_cast<uint32_t>(r);
       local[v] = next_local++;
-      if (t.live[v] || needed_later[v]) {
+      if (t.live[v] || needed_later[v] || op.collective) {
         outputs.push_back(v);
         key.Mix(local[v]);
       }
@@ -381,7 +416,7 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
   std::vector<rt::BufferPtr> outs;
   rt::ExecutablePtr exe;
   try {
-    exe = Executable({key.a, key.b}, [&] {
+    auto build = [&] {
       ir::Graph fused;
       std::vector<ir::Value> param_values(params.size());
       for (size_t k = 0; k < params.size(); ++k) {
@@ -399,8 +434,24 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
       }
       for (uint32_t v : outputs) fused.results.push_back(vals[v]);
       return fused;
-    });
-    outs = Execute(*exe, params, device_);
+    };
+    if (collectives.empty()) {
+      exe = Executable({key.a, key.b}, build);
+      outs = Execute(*exe, params, device_);
+    } else {
+      Meeting m{collectives, true, HexKey(key.a, key.b)};
+      for (const CollectivePtr& c : collectives) {
+        m.signature += "; " + c->group + "/" + std::to_string(c->seq) + " " + c->what;
+      }
+      outs = Meet(m, device_, params, {key.a, key.b}, build);
+      bool alone = idx.size() == collectives.size();
+      (alone ? GetMetrics().lone_collectives : GetMetrics().fused_collectives) +=
+          static_cast<int64_t>(collectives.size());
+    }
+  } catch (const CollectiveMismatch&) {
+    return Replay(t, idx);  // the ranks cut their traces differently: collectives one by one
+  } catch (const OpError& e) {
+    return Replay(t, idx, &e);  // the meeting failed: what does not depend on it still runs
   } catch (const rt::Error& e) {
     if (std::getenv("TORCHTPU_FUSED_DEBUG") != nullptr) {
       std::fprintf(stderr, "torchtpu: a fused program of %zu ops failed; replaying them: %.400s\n",
@@ -410,6 +461,7 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
   }
   for (size_t k = 0; k < outputs.size(); ++k) t.computed[outputs[k]] = std::move(outs[k]);
   if (program != nullptr) {
+    if (!collectives.empty()) return std::nullopt;  // not one device's program to keep
     program->exe = std::move(exe);
     program->params = std::move(params);
     *program_outputs = std::move(outputs);
@@ -417,7 +469,7 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
   return std::nullopt;
 }
 
-std::optional<OpError> Trace::Replay(Taken& t, const std::vector<size_t>& idx) {
+std::optional<OpError> Trace::Replay(Taken& t, const std::vector<size_t>& idx, const OpError* met) {
   std::optional<OpError> first;
   for (size_t i : idx) {
     const Op& op = t.ops[i];
@@ -434,11 +486,25 @@ std::optional<OpError> Trace::Replay(Taken& t, const std::vector<size_t>& idx) {
     size_t n = op.g->results.size();
     if (!cause) {
       try {
-        std::vector<rt::BufferPtr> outs = Run(*op.g, args, device_);
+        std::vector<rt::BufferPtr> outs;
+        if (!op.collective) {
+          outs = Run(*op.g, args, device_);
+        } else if (met != nullptr) {
+          throw *met;
+        } else {
+          Meeting m{{op.collective}, false, op.collective->what};
+          outs = Meet(m, device_, args, op.hash, [&] { return *op.g; });
+          GetMetrics().lone_collectives++;
+        }
         std::move(outs.begin(), outs.end(), t.computed.begin() + op.first_value);
         continue;
       } catch (const rt::Error& e) {
         OpError err = DescribeFailure(e, Describe(op.name, op.origin));
+        if (!first) first = err;
+        cause = std::make_shared<const std::string>(err.what());
+      } catch (const OpError& e) {
+        std::string where = op.origin ? " (recorded at " + op.origin->Describe() + ")" : "";
+        OpError err(e.what() + where, e.out_of_memory, e.distributed);
         if (!first) first = err;
         cause = std::make_shared<const std::string>(err.what());
       }

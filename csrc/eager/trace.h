@@ -9,8 +9,10 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -24,13 +26,47 @@
 
 namespace tpu::eager {
 
+// A recorded op that spans devices: a collective of a process group whose ranks are threads of
+// this process, each driving its own device. A program holding collectives runs on every rank's
+// device at once, in one replicated execution; the ranks meet for it (distributed/ installs how).
+struct CollectiveOp {
+  std::string group;  // the group's id, the same on every rank
+  uint64_t seq = 0;   // its number among the group's collectives
+  std::string what;   // "all_reduce(sum) tensor<4xf32>"
+  int size = 0;       // the group's ranks
+  int rank = 0;       // this device's rank in it
+  std::chrono::milliseconds timeout{0};
+};
+using CollectivePtr = std::shared_ptr<const CollectiveOp>;
+
+// One rank's program at a meeting: `fused` when it is a flushed trace holding `collectives`
+// (the ranks meet at the first), else the one collective `collectives[0]`.
+struct Meeting {
+  std::vector<CollectivePtr> collectives;
+  bool fused = false;
+  std::string signature;  // compared across ranks
+};
+// The ranks brought different fused programs: each runs its trace op by op instead, every
+// collective on its own.
+struct CollectiveMismatch : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// Runs the program `build` makes (cached under `key`) with this rank's `inputs`, once every rank
+// of the meeting has joined; returns this rank's outputs. Throws CollectiveMismatch, or OpError.
+using MeetFn = std::function<std::vector<rt::BufferPtr>(
+    const Meeting& m, int device, const std::vector<rt::BufferPtr>& inputs, const ir::Hash128& key,
+    const std::function<ir::Graph()>& build)>;
+void SetMeet(MeetFn meet);
+
 class Trace {
  public:
   explicit Trace(int device) : device_(device) {}
 
   // Records `g` applied to `inputs` (pending or ready values); returns g's results, pending.
+  // `collective`: g is a collective (its results are computed even when nobody holds them, as
+  // the other ranks wait for it).
   std::vector<LazyPtr> Record(ir::Graph g, const std::vector<LazyPtr>& inputs, std::string op,
-                              OriginPtr origin);
+                              OriginPtr origin, CollectivePtr collective = nullptr);
   // The buffer of `v` (a value of this device), flushing first if it is pending.
   rt::BufferPtr Materialize(const LazyPtr& v);
   void Flush();
@@ -69,6 +105,7 @@ class Trace {
     uint32_t first_value = 0;     // this op's results are values first_value, first_value + 1, ...
     std::string name;
     OriginPtr origin;
+    CollectivePtr collective;
   };
   // What a flush takes out of the trace.
   struct Taken {
@@ -94,7 +131,15 @@ class Trace {
                                  std::vector<uint32_t>* program_outputs = nullptr);
   // Runs a part op by op after its program failed: every value that does not depend on the
   // failing op is computed; returns the first failure, naming the op and where it was recorded.
-  std::optional<OpError> Replay(Taken& t, const std::vector<size_t>& ops);
+  // Each collective meets the other ranks on its own, or fails with `met` (its meeting failed).
+  std::optional<OpError> Replay(Taken& t, const std::vector<size_t>& ops,
+                                const OpError* met = nullptr);
+  // Runs `build`'s program on this device, or, when it holds collectives, with the other ranks.
+  std::vector<rt::BufferPtr> RunProgram(const ir::Hash128& key,
+                                        const std::function<ir::Graph()>& build,
+                                        const std::vector<rt::BufferPtr>& params,
+                                        const std::vector<CollectivePtr>& collectives,
+                                        rt::ExecutablePtr* exe);
   // Loop detection over the recent op hashes.
   void NoteOp(uint64_t h);
   bool RepeatsLastSpan() const;

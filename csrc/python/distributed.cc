@@ -19,15 +19,15 @@ void RegisterDistributed(py::module& m) {
   m.def(
       "_dist_backend",
       [](int rank, int size, double timeout_s, const std::string& uid, const py::object& host,
-         std::vector<int> device_ids) -> c10::intrusive_ptr<c10d::Backend> {
+         std::vector<int> device_ids, bool fuse) -> c10::intrusive_ptr<c10d::Backend> {
         c10::intrusive_ptr<c10d::Backend> h;
         if (!host.is_none()) h = host.cast<c10::intrusive_ptr<c10d::Backend>>();
         auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
         return c10::make_intrusive<dist::ProcessGroupTPU>(rank, size, timeout, uid, std::move(h),
-                                                          std::move(device_ids));
+                                                          std::move(device_ids), fuse);
       },
       py::arg("rank"), py::arg("size"), py::arg("timeout_s"), py::arg("uid"), py::arg("host"),
-      py::arg("device_ids"));
+      py::arg("device_ids"), py::arg("fuse") = false);
   // A client that spans processes: this one is node `node_id` of `num_nodes`, they exchange
   // their topology through `store`. Must come before the client is first used.
   m.def("_init_multiprocess",

@@ -38,6 +38,8 @@ py::dict Metrics() {
   d["disk_cache_hits"] = m.disk_hits.load();
   d["recorded_ops"] = m.recorded_ops.load();
   d["flushes"] = m.flushes.load();
+  d["fused_collectives"] = m.fused_collectives.load();
+  d["lone_collectives"] = m.lone_collectives.load();
   return d;
 }
 
@@ -51,6 +53,8 @@ void ResetMetrics() {
   m.disk_hits = 0;
   m.recorded_ops = 0;
   m.flushes = 0;
+  m.fused_collectives = 0;
+  m.lone_collectives = 0;
 }
 
 const char* ModeName(eager::Mode m) {

@@ -94,3 +94,9 @@ def test_tensor_parallel_generate_matches_one_device():
     out = run([sys.executable, "tp_generate.py", "--new-tokens", "6"], cwd=EXAMPLES)
     assert "tensor-parallel over 4 devices" in out and "identical" in out, out[-2000:]
     assert "transport xla" in out
+
+
+def test_ddp_all_reduce_runs_inside_the_backward_program():
+    # Fused mode: every step's gradient all-reduce is in a program with the backward's ops.
+    out = run([sys.executable, "ddp_threaded.py"], TORCHTPU_CPU_DEVICES="2")
+    assert "PASS ddp_threaded" in out and "PASS uneven_reads" in out
