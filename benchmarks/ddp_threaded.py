@@ -2,7 +2,8 @@
 ranks that are threads of one process, each on its own tpu:i of one client (StableHLO
 collectives), in fused mode: gradient all-reduces recorded into the backward's program (the
 default) beside all-reduces that are flush points (TORCHTPU_FUSE_COLLECTIVES=0), and one rank on
-one device. Each figure is one subprocess; its programs and lone collectives are per step.
+one device. Each figure is one subprocess; programs, lone collectives and compiles are per
+step, after two warm-up steps.
 
 python benchmarks/ddp_threaded.py [--steps N]
 """
@@ -50,14 +51,15 @@ def body(rank, world):
         out["ms"] = (stamps[-1] - stamps[1]) / n * 1e3
         out["programs"] = m["executions"] / n
         out["lone"] = m["lone_collectives"] / n / world
+        out["compiles"] = m["compiles"] / n
     return None
 
 threaded_ranks.run(body, WORLD, timeout_s=1200)
-print(f"RESULT {out['ms']:.1f} {out['programs']:.1f} {out['lone']:.1f}")
+print(f"RESULT {out['ms']:.1f} {out['programs']:.1f} {out['lone']:.1f} {out['compiles']:.1f}")
 """
 
 
-def run(world: int, fuse: bool, steps: int) -> tuple[float, float, float]:
+def run(world: int, fuse: bool, steps: int) -> tuple[float, ...]:
     env = dict(os.environ, TORCHTPU_MODE="fused", TORCHTPU_CPU_DEVICES=str(max(world, 1)),
                TORCHTPU_FUSE_COLLECTIVES="1" if fuse else "0")
     code = (STEP.replace("STEPS", str(steps)).replace("WORLD", str(world))
@@ -67,20 +69,21 @@ def run(world: int, fuse: bool, steps: int) -> tuple[float, float, float]:
     line = [x for x in (p.stdout + p.stderr).splitlines() if x.startswith("RESULT")]
     if not line:
         raise RuntimeError((p.stdout + p.stderr)[-3000:])
-    ms, programs, lone = (float(x) for x in line[0].split()[1:])
-    return ms, programs, lone
+    return tuple(float(x) for x in line[0].split()[1:])
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=10)
     args = p.parse_args()
-    print("| ranks (threads) | all-reduces | ms/step | programs/step | lone collectives/rank/step |")
-    print("|---|---|---|---|---|")
+    print("| ranks (threads) | all-reduces | ms/step | programs/step | lone collectives/rank/step "
+          "| compiles/step |")
+    print("|---|---|---|---|---|---|")
     for world, fuse, what in [(1, True, "none (one device)"), (2, True, "in the backward's program"),
                               (2, False, "flush points")]:
-        ms, programs, lone = run(world, fuse, args.steps)
-        print(f"| {world} | {what} | {ms:.1f} | {programs:.1f} | {lone:.1f} |", flush=True)
+        ms, programs, lone, compiles = run(world, fuse, args.steps)
+        print(f"| {world} | {what} | {ms:.1f} | {programs:.1f} | {lone:.1f} | {compiles:.1f} |",
+              flush=True)
 
 
 if __name__ == "__main__":

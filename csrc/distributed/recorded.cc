@@ -30,13 +30,13 @@ void Forget(const eager::Meeting& m) {
   for (const eager::CollectivePtr& c : m.collectives) g_at.erase({c->group, c->seq, c->rank});
 }
 
-// The device whose trace holds collective `seq` of rank `rank`, once (-1: none).
-int TakeRecorded(const std::string& group, uint64_t seq, int rank) {
+// The device whose trace holds collective `seq` of rank `rank` (-1: none); `take` forgets it.
+int RecordedAt(const std::string& group, uint64_t seq, int rank, bool take) {
   std::lock_guard<std::mutex> lock(g_mu);
   auto it = g_at.find({group, seq, rank});
   if (it == g_at.end()) return -1;
   int device = it->second;
-  g_at.erase(it);
+  if (take) g_at.erase(it);
   return device;
 }
 
@@ -130,14 +130,25 @@ std::vector<rt::BufferPtr> Meet(const eager::Meeting& m, int device,
   }
 
   const auto deadline = std::chrono::steady_clock::now() + c.timeout;
+  std::map<int, std::pair<uint64_t, int>> idle;  // missing rank -> (ops recorded, polls alike)
   std::unique_lock<std::mutex> lock(out->mu);
   while (!out->cv.wait_for(lock, std::chrono::milliseconds(10), [&] { return out->done; })) {
     lock.unlock();
     std::vector<int> missing = Missing(where, c.size);
-    // A rank that recorded this collective but went on to block elsewhere: run its trace.
+    // A rank that recorded this collective and then recorded nothing for 50 ms is blocked
+    // elsewhere (Gloo, a Python barrier): run its trace for it. A rank still recording will
+    // flush by itself, at the point every rank does.
     for (int r : missing) {
-      int d = TakeRecorded(c.group, c.seq, r);
-      if (d >= 0) FlushElsewhere(d);
+      int d = RecordedAt(c.group, c.seq, r, false);
+      if (d < 0) continue;
+      auto& [count, polls] = idle[r];
+      uint64_t now = eager::TraceOf(d).recorded();
+      if (now != count) {
+        count = now;
+        polls = 0;
+      } else if (++polls >= 5 && RecordedAt(c.group, c.seq, r, true) >= 0) {
+        FlushElsewhere(d);
+      }
     }
     if (std::chrono::steady_clock::now() > deadline) {
       Abandon(where);

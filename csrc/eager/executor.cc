@@ -339,18 +339,9 @@ LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
 std::vector<std::vector<rt::BufferPtr>> ExecuteReplicated(
     const rt::Executable& exe, const std::vector<std::vector<rt::BufferPtr>>& inputs,
     const std::vector<int>& devices) {
-  // The replicas of a collective block in their rendezvous while holding the plugin's threads
-  // (XLA:CPU): start them only once everything issued earlier on their devices, and their
-  // inputs, exist, so no replica waits behind a program that can no longer get a thread.
-  for (int d : devices) {
-    if (rt::BufferPtr last = LastOutput(d).lock()) last->Await();
-  }
   std::vector<std::vector<PJRT_Buffer*>> raw(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    for (const auto& b : inputs[i]) {
-      b->Await();
-      raw[i].push_back(b->raw());
-    }
+    for (const auto& b : inputs[i]) raw[i].push_back(b->raw());
   }
   auto outs = Client().ExecuteReplicated(exe, raw, devices);
   GetMetrics().executions++;

@@ -120,6 +120,7 @@ std::vector<LazyPtr> Trace::Record(ir::Graph g, const std::vector<LazyPtr>& inpu
   rec.collective = std::move(collective);
   ops_.push_back(std::move(rec));
   GetMetrics().recorded_ops++;
+  recorded_.fetch_add(1, std::memory_order_relaxed);
   NoteOp(h.lo ^ (h.hi * 31));
 
   if (capturing_.load(std::memory_order_relaxed)) return outs;  // a capture is one program
@@ -449,7 +450,7 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
           static_cast<int64_t>(collectives.size());
     }
   } catch (const CollectiveMismatch&) {
-    return Replay(t, idx);  // the ranks cut their traces differently: collectives one by one
+    return RunSegments(t, idx);  // the ranks' programs differ: collectives one by one
   } catch (const OpError& e) {
     return Replay(t, idx, &e);  // the meeting failed: what does not depend on it still runs
   } catch (const rt::Error& e) {
@@ -467,6 +468,40 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
     *program_outputs = std::move(outputs);
   }
   return std::nullopt;
+}
+
+std::optional<OpError> Trace::RunSegments(Taken& t, const std::vector<size_t>& idx) {
+  // Segment of each op: a collective is a segment of its own.
+  std::vector<int64_t> seg(t.ops.size(), -1);
+  int64_t n = 0;
+  for (size_t i : idx) {
+    if (t.ops[i].collective) {
+      seg[i] = ++n;
+      ++n;
+    } else {
+      seg[i] = n;
+    }
+  }
+  // Values a later segment reads are results of their own segment's program.
+  std::vector<char> needed(t.live.size(), 0);
+  for (size_t i : idx) {
+    for (int64_t src : t.ops[i].inputs) {
+      if (src < 0 && seg[t.value_op[~src]] < seg[i]) needed[~src] = 1;
+    }
+  }
+  std::optional<OpError> first;
+  for (int64_t s = 0; s <= n; ++s) {
+    std::vector<size_t> ops;
+    std::vector<char> mask(t.ops.size(), 0);
+    for (size_t i : idx) {
+      if (seg[i] == s) ops.push_back(i), mask[i] = 1;
+    }
+    if (ops.empty()) continue;
+    std::optional<OpError> f =
+        t.ops[ops[0]].collective ? Replay(t, ops) : RunPart(t, mask, 1, needed);
+    if (f && !first) first = f;
+  }
+  return first;
 }
 
 std::optional<OpError> Trace::Replay(Taken& t, const std::vector<size_t>& idx, const OpError* met) {

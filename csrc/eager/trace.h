@@ -71,6 +71,8 @@ class Trace {
   rt::BufferPtr Materialize(const LazyPtr& v);
   void Flush();
   size_t pending_ops();
+  // Ops recorded here so far (all time): unchanged for a while, the recording thread is idle.
+  uint64_t recorded() const { return recorded_.load(std::memory_order_relaxed); }
 
   // A capture (torch.compile): from BeginCapture, this device records the calling thread's ops
   // whatever the mode, and cuts nothing; EndCapture runs everything recorded as one program that
@@ -134,12 +136,9 @@ class Trace {
   // Each collective meets the other ranks on its own, or fails with `met` (its meeting failed).
   std::optional<OpError> Replay(Taken& t, const std::vector<size_t>& ops,
                                 const OpError* met = nullptr);
-  // Runs `build`'s program on this device, or, when it holds collectives, with the other ranks.
-  std::vector<rt::BufferPtr> RunProgram(const ir::Hash128& key,
-                                        const std::function<ir::Graph()>& build,
-                                        const std::vector<rt::BufferPtr>& params,
-                                        const std::vector<CollectivePtr>& collectives,
-                                        rt::ExecutablePtr* exe);
+  // Runs a part whose ranks brought different programs: the ops between collectives as programs
+  // of this device, each collective on its own with the other ranks, in recorded order.
+  std::optional<OpError> RunSegments(Taken& t, const std::vector<size_t>& ops);
   // Loop detection over the recent op hashes.
   void NoteOp(uint64_t h);
   bool RepeatsLastSpan() const;
@@ -153,6 +152,7 @@ class Trace {
   std::vector<std::weak_ptr<Lazy>> values_;
   std::vector<uint32_t> value_op_;
   std::thread::id recorder_;  // the thread that recorded the last op
+  std::atomic<uint64_t> recorded_{0};
   std::atomic<bool> capturing_{false};
   std::atomic<std::thread::id> capture_thread_;
   bool capture_spoiled_ = false;

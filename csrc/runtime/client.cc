@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -112,6 +113,15 @@ std::string CompileOptionsBytes(const std::vector<int>& device_ids) {
   VarintField(build, 5, 1);                  // num_partitions
   BytesField(build, 9, assignment);          // device_assignment
   BytesField(out, 3, build);
+  // XLA:CPU's XNNPACK fusions tear down a thread pool that waits for work queued behind a
+  // replica blocked in a collective (the process then aborts); replicated programs go without
+  // them (a DebugOptions override; other plugins ignore it).
+  std::string off;         // OptionOverrideProto
+  VarintField(off, 2, 0);  // bool_field = false
+  std::string entry;       // env_option_overrides map entry
+  BytesField(entry, 1, "xla_cpu_use_xnnpack");
+  BytesField(entry, 2, off);
+  BytesField(out, 7, entry);
   return out;
 }
 
@@ -456,6 +466,10 @@ std::vector<std::vector<BufferPtr>> Client::ExecuteReplicated(
     out_lists.push_back(outs[i].data());
   }
   Args<PJRT_ExecuteOptions> options;
+  // The replicas of one launch meet in their collectives under its launch id (XLA's run id):
+  // a launch that reused an id could meet the replicas of an earlier one still leaving.
+  static std::atomic<int> launches{0};
+  if (n > 1) options->launch_id = ++launches;
   Args<PJRT_LoadedExecutable_Execute_Args> args;
   args->executable = exe.raw();
   args->options = options.get();
