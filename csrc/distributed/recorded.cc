@@ -135,7 +135,7 @@ std::vector<rt::BufferPtr> Meet(const eager::Meeting& m, int device,
   while (!out->cv.wait_for(lock, std::chrono::milliseconds(10), [&] { return out->done; })) {
     lock.unlock();
     std::vector<int> missing = Missing(where, c.size);
-    // A rank that recorded this collective and then recorded nothing for 50 ms is blocked
+    // A rank that recorded this collective and then recorded nothing for 200 ms is blocked
     // elsewhere (Gloo, a Python barrier): run its trace for it. A rank still recording will
     // flush by itself, at the point every rank does.
     for (int r : missing) {
@@ -146,7 +146,7 @@ std::vector<rt::BufferPtr> Meet(const eager::Meeting& m, int device,
       if (now != count) {
         count = now;
         polls = 0;
-      } else if (++polls >= 5 && RecordedAt(c.group, c.seq, r, true) >= 0) {
+      } else if (++polls >= 20 && RecordedAt(c.group, c.seq, r, true) >= 0) {
         FlushElsewhere(d);
       }
     }
