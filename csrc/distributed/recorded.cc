@@ -60,7 +60,6 @@ bool RunsAlone(const std::string& group, uint64_t seq) {
 // This rank runs collectives up to `last` one by one: so must every rank, and a fused meeting
 // that starts at one of them will not complete.
 void SingleThrough(const std::string& group, uint64_t last) {
-  std::vector<std::string> cancel;
   std::lock_guard<std::mutex> lock(g_fuse_mu);
   uint64_t& w = g_single_through.try_emplace(group, last).first->second;
   w = std::max(w, last);
