@@ -121,27 +121,13 @@ void CheckReduction(Reduction r, const at::Tensor& t) {
 
 // ---- Programs: compiled (and cached, in memory and on disk) like every other program ----
 
-// Runs `spec` with one replica per global device id in `ids` (the parts' devices when empty);
-// `parts` are the replicas on this process's devices.
+// Runs `spec` with one replica per part (see RunReplicated for `ids`).
 std::vector<std::vector<rt::BufferPtr>> LaunchProgram(const CollectiveSpec& spec,
                                                       const std::vector<Part>& parts,
                                                       std::vector<int> ids) {
-  std::vector<int> devices;
-  std::vector<std::vector<rt::BufferPtr>> inputs;
-  for (const Part& p : parts) {
-    devices.push_back(p.device);
-    inputs.push_back(p.inputs);
-  }
-  if (ids.empty()) {
-    for (int d : devices) ids.push_back(eager::Client().device_id(d));
-  }
   ir::Graph g = lowering::CollectiveProgram(spec);
-  // The program and where its replicas run.
-  ir::Hash128 key = ir::StructuralHash(g);
-  key.lo ^= rt::BytesHash(ids.data(), ids.size() * sizeof(int), key.hi);
-  rt::ExecutablePtr exe = eager::Executable(
-      key, [&] { return g; }, ids);
-  return eager::ExecuteReplicated(*exe, inputs, devices);
+  return RunReplicated(
+      parts, ir::StructuralHash(g), [&] { return g; }, std::move(ids));
 }
 
 std::string DescribeTimeout(const std::string& what, std::chrono::milliseconds t) {

@@ -82,22 +82,6 @@ struct Outcome {
   std::vector<rt::BufferPtr> outputs;
 };
 
-std::vector<std::vector<rt::BufferPtr>> Launch(const std::vector<Part>& parts,
-                                               const ir::Hash128& key,
-                                               const std::function<ir::Graph()>& build) {
-  std::vector<int> devices, ids;
-  std::vector<std::vector<rt::BufferPtr>> inputs;
-  for (const Part& p : parts) {
-    devices.push_back(p.device);
-    ids.push_back(eager::Client().device_id(p.device));
-    inputs.push_back(p.inputs);
-  }
-  ir::Hash128 k = key;  // the program, and where its replicas run
-  k.lo ^= rt::BytesHash(ids.data(), ids.size() * sizeof(int), k.hi);
-  rt::ExecutablePtr exe = eager::Executable(k, build, ids);
-  return eager::ExecuteReplicated(*exe, inputs, devices);
-}
-
 std::vector<rt::BufferPtr> Meet(const eager::Meeting& m, int device,
                                 const std::vector<rt::BufferPtr>& inputs, const ir::Hash128& key,
                                 const std::function<ir::Graph()>& build) {
@@ -118,7 +102,7 @@ std::vector<rt::BufferPtr> Meet(const eager::Meeting& m, int device,
     out->outputs = std::move(outputs);
     out->cv.notify_all();
   };
-  auto launch = [&](const std::vector<Part>& parts) { return Launch(parts, key, build); };
+  auto launch = [&](const std::vector<Part>& parts) { return RunReplicated(parts, key, build); };
   if (m.fused) {
     std::lock_guard<std::mutex> lock(g_fuse_mu);
     if (RunsAlone(c.group, c.seq)) throw eager::CollectiveMismatch("run alone");

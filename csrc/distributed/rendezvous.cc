@@ -6,6 +6,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include "eager/executor.h"
+
 namespace tpu::dist {
 
 namespace {
@@ -97,6 +99,25 @@ void Cancel(const std::string& key, const std::string& why) {
     g_meetings.erase(it);
   }
   for (Part& p : parts) p.done({}, &why, true);
+}
+
+std::vector<std::vector<rt::BufferPtr>> RunReplicated(const std::vector<Part>& parts,
+                                                      const ir::Hash128& key,
+                                                      const std::function<ir::Graph()>& build,
+                                                      std::vector<int> ids) {
+  std::vector<int> devices;
+  std::vector<std::vector<rt::BufferPtr>> inputs;
+  for (const Part& p : parts) {
+    devices.push_back(p.device);
+    inputs.push_back(p.inputs);
+  }
+  if (ids.empty()) {
+    for (int d : devices) ids.push_back(eager::Client().device_id(d));
+  }
+  ir::Hash128 k = key;  // the program, and where its replicas run
+  k.lo ^= rt::BytesHash(ids.data(), ids.size() * sizeof(int), k.hi);
+  rt::ExecutablePtr exe = eager::Executable(k, build, ids);
+  return eager::ExecuteReplicated(*exe, inputs, devices);
 }
 
 }  // namespace tpu::dist

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/graph.h"
 #include "runtime/client.h"
 
 namespace tpu::dist {
@@ -23,6 +24,13 @@ struct Part {
 
 // Runs the program over every part (in meeting-rank order); returns each part's outputs.
 using Launch = std::function<std::vector<std::vector<rt::BufferPtr>>(const std::vector<Part>&)>;
+
+// Runs the program `build` makes (cached under `key` and the replicas' global device ids) with
+// one replica per part; `ids` overrides the parts' devices' ids when one client spans processes.
+std::vector<std::vector<rt::BufferPtr>> RunReplicated(const std::vector<Part>& parts,
+                                                      const ir::Hash128& key,
+                                                      const std::function<ir::Graph()>& build,
+                                                      std::vector<int> ids = {});
 
 // Adds `part` as participant `rank` of the `size` participants of meeting `key`. The last to
 // join checks that every part issued the same signature on a distinct device, then calls
