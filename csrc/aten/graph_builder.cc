@@ -58,10 +58,17 @@ Value GraphBuilder::Read(const at::Tensor& t) {
       return ir::Reshape(g, Input(buf), s.sizes);
     }
   }
+  s.offset_value = Scalar(s.offset);  // views at other offsets share this program
   return lowering::ReadView(g, Base(t, s.dtype), s);
 }
 
-Value GraphBuilder::Scalar(const at::Scalar& s) { return Input(ScalarValue(s, device_, true)); }
+// Each scalar is a parameter of its own, even when another one has the same value: `x + i` with
+// alpha 1 must be the same program at i = 1 as at any other i.
+Value GraphBuilder::Scalar(const at::Scalar& s) {
+  eager::LazyPtr in = ScalarValue(s, device_, true);
+  inputs_.push_back(in);
+  return g.Param(in->type);
+}
 
 eager::LazyPtr ScalarValue(const at::Scalar& s, int device, bool cached) {
   union {
@@ -108,6 +115,7 @@ void GraphBuilder::Write(const at::Tensor& t, Value v) {
       static_cast<int64_t>(t.storage().nbytes()) == elems * t.element_size()) {
     result = v;  // the buffer takes the tensor's shape
   } else {
+    s.offset_value = Scalar(s.offset);
     Value flat = lowering::WriteView(g, Base(t, s.dtype), s, v);
     eager::LazyPtr old = Current(t.storage());
     // Keep the storage's buffer shape when only part of it changed.

@@ -266,6 +266,13 @@ Value DynamicUpdateSlice(Graph& g, Value base, Value update, const std::vector<V
   return g.Op1("stablehlo.dynamic_update_slice", operands, g.type(base));
 }
 
+Value DynamicSlice(Graph& g, Value x, const std::vector<Value>& starts, const Dims& sizes) {
+  std::vector<Value> operands{x};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  return g.Op1("stablehlo.dynamic_slice", operands, Type{g.type(x).dtype, sizes},
+               "slice_sizes = " + I64Array(sizes));
+}
+
 int64_t WrapDim(int64_t dim, int64_t rank) {
   int64_t r = rank == 0 ? 1 : rank;
   return dim < 0 ? dim + r : dim;

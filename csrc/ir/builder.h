@@ -46,6 +46,8 @@ Value Reduce(Graph& g, Value x, Value init, const Dims& dims, const std::string&
 Value DotGeneral(Graph& g, Value a, Value b, const Dims& lhs_batch, const Dims& rhs_batch,
                  const Dims& lhs_contract, const Dims& rhs_contract, Type out);
 Value DynamicUpdateSlice(Graph& g, Value base, Value update, const std::vector<Value>& starts);
+// The `sizes` window of x at `starts` (0-d integer values; clamped into range by XLA).
+Value DynamicSlice(Graph& g, Value x, const std::vector<Value>& starts, const Dims& sizes);
 
 // Normalizes a possibly negative dim against rank.
 int64_t WrapDim(int64_t dim, int64_t rank);

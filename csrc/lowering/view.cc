@@ -134,10 +134,69 @@ Value UnChain(Graph& g, Value x, const Strided& v, const Chain& c, Value fill) {
   return ir::Reshape(g, x, {c.span});
 }
 
+// The view's offset as an s64 scalar: the run-time value, or the constant.
+Value Start(Graph& g, const Strided& v) {
+  if (v.offset_value) return *v.offset_value;
+  return ir::Constant(g, static_cast<double>(v.offset), DType::kS64);
+}
+
+// A chain view as a box of the storage reshaped to `dense`: one axis per chain dim (its stride
+// divides the previous one) plus the innermost stride. The box starts at the offset's
+// coordinates; `ok` is false when the storage does not split that way or the view wraps around
+// an axis at this offset.
+struct Box {
+  bool ok = false;
+  Dims dense;    // the storage's shape
+  Dims sizes;    // the box's extent along each dense axis
+  Dims strides;  // each dense axis's stride, in elements
+};
+
+Box MakeBox(const Strided& v, const Chain& c, int64_t n) {
+  Box b;
+  if (!c.ok || c.kept.empty() || n % v.strides[c.kept[0]] != 0) return b;
+  int64_t outer = n;
+  for (int64_t dim : c.kept) {
+    b.dense.push_back(outer / v.strides[dim]);
+    b.sizes.push_back(v.sizes[dim]);
+    b.strides.push_back(v.strides[dim]);
+    outer = v.strides[dim];
+  }
+  b.dense.push_back(outer);
+  b.sizes.push_back(1);
+  b.strides.push_back(1);
+  int64_t rest = v.offset;
+  for (size_t a = 0; a < b.dense.size(); ++a) {
+    if (rest / b.strides[a] + b.sizes[a] > b.dense[a]) return b;
+    rest %= b.strides[a];
+  }
+  b.ok = true;
+  return b;
+}
+
+// The box's start coordinates: computed in the program from a run-time offset, else constants.
+std::vector<Value> BoxStarts(Graph& g, const Strided& v, const Box& b) {
+  std::vector<Value> starts;
+  if (!v.offset_value) {
+    int64_t rest = v.offset;
+    for (int64_t stride : b.strides) {
+      starts.push_back(ir::Constant(g, static_cast<double>(rest / stride), DType::kS64));
+      rest %= stride;
+    }
+    return starts;
+  }
+  Value rest = *v.offset_value;
+  for (int64_t stride : b.strides) {
+    Value s = ir::Constant(g, static_cast<double>(stride), DType::kS64);
+    starts.push_back(ir::Binary(g, "stablehlo.divide", rest, s));
+    rest = ir::Binary(g, "stablehlo.remainder", rest, s);
+  }
+  return starts;
+}
+
 // Flat element index of every view element, as s64 shaped like the view.
 Value ViewIndices(Graph& g, const Strided& v) {
   Type t{DType::kS64, v.sizes};
-  Value idx = ir::Constant(g, static_cast<double>(v.offset), DType::kS64, v.sizes);
+  Value idx = ir::BroadcastTo(g, Start(g, v), v.sizes);
   for (size_t i = 0; i < v.sizes.size(); ++i) {
     if (v.sizes[i] == 1 || v.strides[i] == 0) continue;
     Value term =
@@ -213,16 +272,21 @@ Value ReadView(Graph& g, Value flat, const Strided& v) {
   int64_t n = g.type(flat).dims[0];
   int64_t numel = Numel(v.sizes);
   if (numel == 0) return ir::Constant(g, 0, v.dtype, v.sizes);
-  if (IsContiguous(v)) {
-    return ir::Reshape(g, ir::Slice(g, flat, {v.offset}, {v.offset + numel}), v.sizes);
+  if (IsContiguous(v) && v.offset + numel <= n) {
+    return ir::Reshape(g, ir::DynamicSlice(g, flat, {Start(g, v)}, {numel}), v.sizes);
   }
   Chain c = MakeChain(v);
   if (!c.ok) return GatherView(g, flat, v);
-  Value x = ir::Transpose(g, ReadChain(g, flat, v, c), ChainToView(c));
+  Box b = MakeBox(v, c, n);
+  Value x =
+      b.ok ? ir::Reshape(
+                 g, ir::DynamicSlice(g, ir::Reshape(g, flat, b.dense), BoxStarts(g, v, b), b.sizes),
+                 ChainDims(v, c))
+           : ReadChain(g, flat, v, c);
+  x = ir::Transpose(g, x, ChainToView(c));
   // Re-insert size-1 dims and broadcast dims: kept dims map to their view positions.
   Dims order = c.kept;
   std::sort(order.begin(), order.end());
-  (void)n;
   return ir::BroadcastInDim(g, x, v.sizes, order);
 }
 
@@ -230,15 +294,19 @@ Value WriteView(Graph& g, Value flat, const Strided& v, Value update) {
   int64_t n = g.type(flat).dims[0];
   int64_t numel = Numel(v.sizes);
   if (numel == 0) return flat;
-  if (IsContiguous(v)) {
-    Value upd = ir::Reshape(g, update, {numel});
-    Value start = ir::Constant(g, static_cast<double>(v.offset), DType::kS64);
-    return ir::DynamicUpdateSlice(g, flat, upd, {start});
+  if (IsContiguous(v) && v.offset + numel <= n) {
+    return ir::DynamicUpdateSlice(g, flat, ir::Reshape(g, update, {numel}), {Start(g, v)});
   }
   Chain c = MakeChain(v);
   if (!c.ok) return ScatterView(g, flat, v, update);
-  DType t = g.type(flat).dtype;
   Value x = ToChainOrder(g, update, v, c);
+  if (Box b = MakeBox(v, c, n); b.ok) {
+    Value box = ir::Reshape(g, x, b.sizes);
+    Value base = ir::Reshape(g, flat, b.dense);
+    return ir::Reshape(g, ir::DynamicUpdateSlice(g, base, box, BoxStarts(g, v, b)), {n});
+  }
+  // The view wraps around an axis: place its padded window at the (constant) offset.
+  DType t = g.type(flat).dtype;
   Value padded = UnChain(g, x, v, c, ir::Constant(g, 0, t));
   Value mask = UnChain(g, ir::Constant(g, 1, DType::kPred, g.type(x).dims), v, c,
                        ir::Constant(g, 0, DType::kPred));

@@ -1,6 +1,12 @@
 // View programs: how a strided view (offset, sizes, strides) reads from and writes into the
 // dense buffer of its storage. Pure IR; the ATen layer supplies the layouts.
+//
+// The offset can be a run-time value of the program: a view is then read and written with
+// dynamic_slice / dynamic_update_slice, so views that differ only in where they start (row i of
+// a matrix, position i of a KV cache) share one program.
 #pragma once
+
+#include <optional>
 
 #include "lowering/rule.h"
 
@@ -11,6 +17,10 @@ struct Strided {
   int64_t offset = 0;  // in elements of dtype
   Dims sizes;
   Dims strides;
+  // When set, an s64 scalar of the graph holding `offset` at run time: the program then does not
+  // depend on the offset's value, except for the rare views that wrap around an axis of the
+  // storage (those take `offset` as a constant).
+  std::optional<Value> offset_value = std::nullopt;
 };
 
 // The storage value as a flat 1-D array of `t` (reshape, then bitcast when dtypes differ).
