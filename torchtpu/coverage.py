@@ -1,6 +1,9 @@
 """python -m torchtpu.coverage [--json] [--markdown PATH] [--expected PATH]
+python -m torchtpu.coverage --error-inputs PATH
 
 Runs the OpInfo harness over PyTorch's op_db (float32) and reports how many ops match CPU.
+With --error-inputs it runs every op's `error_inputs` instead and writes, per op, how many tpu
+rejects as CPU does (the test suite's floor), with the totals and the failures.
 """
 
 from __future__ import annotations
@@ -24,9 +27,14 @@ def main() -> None:
     p.add_argument("--markdown", help="write a report of passing ops and failures by reason")
     p.add_argument("--expected", help="write the passing op names (the test suite's list)")
     p.add_argument("--ops", help="comma-separated op names to run (default: all)")
+    p.add_argument("--error-inputs", help="run error_inputs and write their results here")
     args = p.parse_args()
     warnings.filterwarnings("ignore")
     wanted = set(args.ops.split(",")) if args.ops else None
+    if args.error_inputs:
+        _error_inputs(args.error_inputs, wanted)
+        sys.stdout.flush()
+        os._exit(0)
     db = opinfo.op_database()
     results = opinfo.run_all(lambda op: wanted is None or op.name in wanted)
     fwd = sorted(k for k, r in results.items() if r["forward"].ok)
@@ -58,6 +66,28 @@ def main() -> None:
         print(json.dumps(summary))
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown of the PJRT client
+
+
+def _error_inputs(path: str, wanted: set[str] | None) -> None:
+    matched: dict[str, int] = {}
+    failures: dict[str, list[str]] = {}
+    total = {"expected": 0, "matched": 0}
+    for op in opinfo.op_database():
+        if wanted is not None and op.name not in wanted:
+            continue
+        key = op.name if not op.variant_test_name else f"{op.name}.{op.variant_test_name}"
+        r = opinfo.run_error_inputs(op)
+        if r.expected == 0:
+            continue
+        total["expected"] += r.expected
+        total["matched"] += r.matched
+        matched[key] = r.matched
+        if r.failures:
+            failures[key] = r.failures
+    with open(path, "w") as f:
+        json.dump({"total": total, "matched": matched, "failures": failures}, f, indent=1)
+        f.write("\n")
+    print(json.dumps(total))
 
 
 def _write_markdown(path: str, results: dict, summary: dict) -> None:

@@ -1,5 +1,6 @@
 #include "aten/dispatch.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/TypeProperties.h>
 
@@ -314,11 +315,22 @@ void RethrowAsTorchError(const std::string& op) {
   } catch (const eager::OpError& e) {
     TORCH_CHECK_WITH(OutOfMemoryError, !e.out_of_memory, e.what());
     TORCH_CHECK_WITH(DistBackendError, !e.distributed, e.what());
+    TORCH_CHECK_INDEX(!e.index_error, e.what());
+    TORCH_CHECK(false, e.what());
+  } catch (const lowering::ArgError& e) {
     TORCH_CHECK(false, e.what());
   } catch (const lowering::LoweringError& e) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu cannot lower ", op, ": ", e.what());
   } catch (const std::invalid_argument& e) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu cannot lower ", op, ": ", e.what());
+  }
+}
+
+void RaiseFailedChecks(int device, bool wait) {
+  try {
+    eager::RaiseFailedChecks(device, wait);
+  } catch (const eager::OpError&) {
+    RethrowAsTorchError("a value check");
   }
 }
 
@@ -372,6 +384,35 @@ std::vector<TensorMeta> MetaShapes(const OpCall& call) {
   }
   if (key) StoreMeta(*key, metas);
   return metas;
+}
+
+// An out= argument must not overlap itself, nor an input in part; for ops that read their
+// inputs while writing (gather, cat, ...) not at all. PyTorch's CPU kernels check the same.
+void CheckOutOverlap(const OpCall& call) {
+  static const std::set<std::string> kNoOverlap = {"aten::bernoulli", "aten::cat",
+                                                   "aten::gather",    "aten::index_select",
+                                                   "aten::kthvalue",  "aten::take"};
+  bool none = kNoOverlap.count(call.schema.name()) > 0;
+  for (size_t i = 0; i < call.args.size(); ++i) {
+    if (!IsOut(call.schema.arguments()[i]) || !call.args[i].isTensor()) continue;
+    const at::Tensor& out = call.args[i].toTensor();
+    at::assert_no_internal_overlap(out);
+    auto check = [&](const at::Tensor& in) {
+      if (!in.defined()) return;
+      if (none) {
+        at::assert_no_overlap(out, in);
+      } else {
+        at::assert_no_partial_overlap(out, in);
+      }
+    };
+    for (size_t j = 0; j < call.args.size(); ++j) {
+      if (IsOut(call.schema.arguments()[j])) continue;
+      if (call.args[j].isTensor()) check(call.args[j].toTensor());
+      if (call.args[j].isTensorList()) {
+        for (const at::Tensor& t : call.args[j].toTensorList().vec()) check(t);
+      }
+    }
+  }
 }
 
 // Step 4: the rule's arguments. Tensors become IR values read through their views, scalars
@@ -509,6 +550,7 @@ void Submit(const OpCall& call, GraphBuilder& b, const lowering::Ctx& ctx,
   }
   for (size_t i = 0; i < host.size(); ++i) {
     rt::BufferPtr buf = eager::Materialize(host[i]);
+    RaiseFailedChecks(call.device, false);  // a host read
     if (ctx.out[i].dtype == rt::DType::kPred) {
       bool v = false;
       buf->ToHost(&v, 1);
@@ -554,6 +596,7 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
     call.tensor_returns |= r.type()->kind() == c10::TypeKind::TensorType;
   }
   std::vector<TensorMeta> metas = MetaShapes(call);
+  CheckOutOverlap(call);
 
   GraphBuilder b(call.device, call.name);
   lowering::Ctx ctx{b.g, {}, {}};
@@ -562,6 +605,7 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
     std::vector<at::Tensor> targets = PrepareOutputs(call, metas, ctx);
     DrawRandomState(call, b, ctx);
     std::vector<Value> results = rule(ctx);  // step 5: lower
+    b.Checks(ctx.checks);
     WriteBack(call, b, ctx, results, targets);
     Submit(call, b, ctx, metas, targets, stack);
   } catch (const c10::Error&) {

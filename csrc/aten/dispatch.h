@@ -10,5 +10,7 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
 
 // Runs `fn`, turning runtime and lowering failures into PyTorch exceptions that name `op`.
 void RethrowAsTorchError(const std::string& op);
+// A host read or sync: raises (as PyTorch's error) a value check that failed in fused mode.
+void RaiseFailedChecks(int device, bool wait);
 
 }  // namespace tpu::aten

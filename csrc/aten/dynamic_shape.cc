@@ -1,6 +1,8 @@
 // Ops whose output shape depends on data (nonzero, masked_select): one small program counts,
 // the host reads the count, then a static program of that size computes the result.
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include "aten/dispatch.h"
@@ -21,6 +23,7 @@ int64_t CountTrue(const at::Tensor& like, const std::function<Value(GraphBuilder
   b.g.results = {ir::Reduce(b.g, m, ir::Constant(b.g, 0, rt::DType::kS64), {0}, "stablehlo.add")};
   int64_t count = 0;
   eager::Materialize(b.Run()[0])->ToHost(&count, sizeof(count));
+  RaiseFailedChecks(b.device(), false);
   return count;
 }
 
@@ -101,11 +104,22 @@ at::Tensor MaskedSelect(const at::Tensor& self, const at::Tensor& mask) {
   return {};
 }
 
+at::Tensor& MaskedSelectOut(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_overlap(out, mask);
+  at::Tensor r = MaskedSelect(self, mask);
+  at::native::resize_output(out, r.sizes());
+  out.copy_(r);
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero", Nonzero);
   m.impl("masked_select", MaskedSelect);
+  m.impl("masked_select.out", MaskedSelectOut);
 }
 
 }  // namespace tpu::aten

@@ -2,6 +2,8 @@
 
 #include "aten/graph_capture.h"
 #include "eager/executor.h"
+#include "eager/trace.h"
+#include "lowering/helpers.h"
 #include "lowering/view.h"
 
 namespace tpu::aten {
@@ -132,11 +134,23 @@ void GraphBuilder::Write(const at::Tensor& t, Value v) {
   written_.push_back({slot, t.storage(), result});
 }
 
+void GraphBuilder::Checks(const std::vector<lowering::Check>& checks) {
+  // A torch.compile capture returns only the graph's outputs: its ops are not checked.
+  if (checks.empty() || !eager::ChecksEnabled() || eager::TraceOf(device_).CapturingHere()) return;
+  check_ = lowering::CheckResult(g, checks);
+  auto texts = std::make_shared<std::vector<eager::CheckText>>();
+  for (const lowering::Check& c : checks) texts->push_back({c.type == "IndexError", c.message});
+  check_texts_ = std::move(texts);
+}
+
 std::vector<eager::LazyPtr> GraphBuilder::Run() {
   size_t first_write = g.results.size();
   for (const Written& w : written_) g.results.push_back(w.value);
+  if (check_ >= 0) g.results.push_back(check_);
   std::vector<eager::LazyPtr> outs;
+  std::string op = op_;
   if (!g.results.empty()) outs = eager::Submit(std::move(g), inputs_, device_, std::move(op_));
+  if (check_ >= 0) eager::AfterSubmit(outs.back(), check_texts_, op);
   for (size_t k = 0; k < written_.size(); ++k) Assign(written_[k].storage, outs[first_write + k]);
   outs.resize(first_write);
   return outs;

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "aten/storage.h"
+#include "eager/checks.h"
 #include "ir/builder.h"
+#include "lowering/rule.h"
 
 namespace tpu::aten {
 
@@ -31,8 +33,10 @@ class GraphBuilder {
   Value Upload(const at::Tensor& cpu);
   // Schedules writing `v` (shaped like t) into t's storage at t's view.
   void Write(const at::Tensor& t, Value v);
+  // The op's value checks (see eager/checks.h): their flag becomes one more result, read by Run.
+  void Checks(const std::vector<lowering::Check>& checks);
   // Runs (or records, in fused mode) the graph and swaps written values into their slots.
-  // Returns the graph's own results.
+  // Returns the graph's own results. Run now, a failed check raises before anything is written.
   std::vector<eager::LazyPtr> Run();
   int device() const { return device_; }
 
@@ -41,6 +45,8 @@ class GraphBuilder {
 
   int device_;
   std::string op_;
+  Value check_ = -1;
+  eager::CheckTexts check_texts_;
   std::vector<eager::LazyPtr> inputs_;
   std::unordered_map<const eager::Lazy*, Value> params_;
   // Storages written in this graph and the value that will become their buffer, in the order

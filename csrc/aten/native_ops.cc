@@ -105,6 +105,7 @@ at::Tensor ToHost(const at::Tensor& src) {
       src.storage().nbytes() == static_cast<size_t>(v->type.numel() * src.element_size())) {
     at::Tensor whole = at::empty({v->type.numel()}, host.options());
     eager::Materialize(v)->ToHost(whole.data_ptr(), whole.nbytes());
+    RaiseFailedChecks(src.device().index(), false);
     host.copy_(whole.as_strided(src.sizes(), src.strides(), src.storage_offset()));
     return host;
   }
@@ -114,6 +115,7 @@ at::Tensor ToHost(const at::Tensor& src) {
     v = b.Run()[0];
   }
   eager::Materialize(v)->ToHost(host.data_ptr(), host.nbytes());
+  RaiseFailedChecks(src.device().index(), false);
   return host;
 }
 

@@ -24,7 +24,8 @@ struct OpError : std::runtime_error {
   OpError(const std::string& msg, bool oom, bool dist = false)
       : std::runtime_error(msg), out_of_memory(oom), distributed(dist) {}
   bool out_of_memory;
-  bool distributed;  // a collective's ranks did not meet (c10d's DistBackendError)
+  bool distributed;          // a collective's ranks did not meet (c10d's DistBackendError)
+  bool index_error = false;  // a value check of an index (Python's IndexError)
 };
 // Puts a runtime error into words for the user; `what` names the op.
 OpError DescribeFailure(const rt::Error& e, const std::string& what);

@@ -7,6 +7,8 @@
 // offsets this call owns; a rule needing more draws further streams under different keys.
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <sstream>
 #include <utility>
 
 #include "lowering/helpers.h"
@@ -153,6 +155,12 @@ Value StdNormal(Ctx& c, const Dims& dims, DType ct) {
 V Uniform(Ctx& c) {
   const Type& out = c.out[0];
   double from = c.Double("from", 0), to = c.Double("to", 1);
+  if (from > to) {
+    std::ostringstream msg;
+    msg << "uniform_ expects to return a [from, to) range, but found from=" << from
+        << " > to=" << to;
+    throw ArgError(msg.str());
+  }
   Value u = Uniform01(c, out.dims, out.dtype);
   return {Cast(c, Add(c, Mul(c, u, Splat(c, to - from, u)), Splat(c, from, u)), out.dtype)};
 }
@@ -185,6 +193,14 @@ V Bernoulli(Ctx& c) {
                                                       : -1;
   DType ct = ComputeType(p_tensor >= 0 ? c.T(p_tensor).dtype : out.dtype);
   Value p = p_tensor >= 0 ? Cast(c, p_tensor, ct, out.dims) : FloatArg(c, "p", 0.5, ct, out.dims);
+  if (p_tensor >= 0) {
+    Value ok = ir::Binary(c.g, "stablehlo.and", ir::Compare(c.g, p, Splat(c, 0, p), "GE"),
+                          ir::Compare(c.g, p, Splat(c, 1, p), "LE"));
+    // PyTorch's CPU kernel raises this with TORCH_CHECK's default text.
+    Expect(c, ok, -1, "RuntimeError",
+           "Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error message "
+           "be improved?  If so, please report an enhancement request to PyTorch.)");
+  }
   Value u = Uniform01(c, out.dims, ct);
   return {Cast(c, ir::Compare(c.g, u, p, "LT"), out.dtype)};
 }
@@ -313,6 +329,36 @@ V Randperm(Ctx& c) {
 
 // multinomial: without replacement by the Gumbel-top-k trick (argsort of log p + Gumbel noise);
 // with replacement by inverting each row's CDF at uniform samples.
+// PyTorch's checks of multinomial's arguments, then of the probabilities' values (which differ
+// by path: its with-replacement kernel words them its own way).
+void CheckMultinomial(Ctx& c, Value p, int64_t n, int64_t k, bool replacement) {
+  if (!rt::IsFloat(c.T(c.In("self")).dtype)) {
+    throw ArgError("multinomial only supports floating-point dtypes for input");
+  }
+  if (c.out[0].dtype != DType::kS64) throw ArgError("multinomial expects Long tensor out");
+  if (k <= 0) throw ArgError("cannot sample n_sample <= 0 samples");
+  if (!replacement && k > n) {
+    throw ArgError("cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  }
+  if (n > (int64_t{1} << 24)) throw ArgError("number of categories cannot exceed 2^24");
+  Value negative = ir::Compare(c.g, p, Splat(c, 0, p), "LT");
+  Value finite = ir::Compare(c.g, ir::Unary(c.g, "stablehlo.abs", p),
+                             Splat(c, std::numeric_limits<float>::infinity(), p), "LT");
+  Value not_nan = ir::Compare(c.g, p, p, "EQ");
+  if (!replacement || k == 1) {
+    Expect(c, ir::Binary(c.g, "stablehlo.and", ir::Unary(c.g, "stablehlo.not", negative), finite),
+           -1, "RuntimeError", "probability tensor contains either `inf`, `nan` or element < 0");
+  } else {
+    Expect(c, ir::Unary(c.g, "stablehlo.not", negative), -1, "RuntimeError",
+           "invalid multinomial distribution (encountering probability entry < 0)");
+    Expect(c, ir::Binary(c.g, "stablehlo.and", finite, not_nan), -1, "RuntimeError",
+           "invalid multinomial distribution (encountering probability entry = infinity or NaN)");
+  }
+  Value sums = ir::Reduce(c.g, p, ir::Constant(c.g, 0, DType::kF32), {1}, "stablehlo.add");
+  Expect(c, ir::Compare(c.g, sums, Splat(c, 0, sums), "GT"), -1, "RuntimeError",
+         "invalid multinomial distribution (sum of probabilities <= 0)");
+}
+
 V Multinomial(Ctx& c) {
   const Type& out = c.out[0];
   Value p = Cast(c, c.In("self"), DType::kF32);
@@ -320,6 +366,7 @@ V Multinomial(Ctx& c) {
   int64_t n = pd.back(), k = c.Int("num_samples");
   int64_t rows = c.T(p).numel() / std::max<int64_t>(n, 1);
   p = ir::Reshape(c.g, p, {rows, n});
+  CheckMultinomial(c, p, n, k, c.Bool("replacement", false));
   Type it{DType::kS64, {rows, n}};
   Value result;
   if (!c.Bool("replacement", false)) {

@@ -105,4 +105,48 @@ double HighestOf(DType t) {
   }
 }
 
+void Expect(Ctx& c, Value ok, Value quoted, const std::string& type, const std::string& message) {
+  int64_t n = c.T(ok).numel();
+  if (n == 0) return;
+  Value bad = ir::Reshape(c.g, ir::Unary(c.g, "stablehlo.not", ok), {n});
+  Type pos_t{DType::kS64, {n}};
+  // The first failing position (n when none), then the quoted value there.
+  Value pos =
+      ir::Select(c.g, bad, ir::Iota(c.g, pos_t, 0), Splat(c, static_cast<double>(n), pos_t));
+  Value first = ir::Reduce(c.g, pos, ir::Constant(c.g, static_cast<double>(n), DType::kS64), {0},
+                           "stablehlo.minimum");
+  Check check{ir::Compare(c.g, first, Splat(c, static_cast<double>(n), first), "LT"), -1, type,
+              message};
+  if (quoted >= 0) {
+    Value flat = ir::Reshape(c.g, Cast(c, quoted, DType::kS64), {n});
+    Value at =
+        ir::Binary(c.g, "stablehlo.minimum", first, Splat(c, static_cast<double>(n - 1), first));
+    check.quoted = ir::Reshape(c.g, ir::DynamicSlice(c.g, flat, {at}, {1}), {});
+  }
+  c.checks.push_back(std::move(check));
+}
+
+void ExpectIndex(Ctx& c, Value index, int64_t size, bool wraps, const std::string& type,
+                 const std::string& message) {
+  Value i = Cast(c, index, DType::kS64);
+  Value lo = ir::Compare(c.g, i, Splat(c, wraps ? -static_cast<double>(size) : 0.0, i), "GE");
+  Value hi = ir::Compare(c.g, i, Splat(c, static_cast<double>(size), i), "LT");
+  Expect(c, ir::Binary(c.g, "stablehlo.and", lo, hi), i, type, message);
+}
+
+std::string OutOfBounds(int64_t dim, int64_t size, const std::string& prefix) {
+  return prefix + "index {} is out of bounds for dimension " + std::to_string(dim) + " with size " +
+         std::to_string(size);
+}
+
+Value CheckResult(Graph& g, const std::vector<Check>& checks) {
+  Value code = ir::Constant(g, 0, DType::kS64), quoted = ir::Constant(g, 0, DType::kS64);
+  for (size_t k = checks.size(); k-- > 0;) {
+    const Check& ch = checks[k];
+    code = ir::Select(g, ch.failed, ir::Constant(g, static_cast<double>(k + 1), DType::kS64), code);
+    if (ch.quoted >= 0) quoted = ir::Select(g, ch.failed, ch.quoted, quoted);
+  }
+  return ir::Concat(g, {ir::Reshape(g, code, {1}), ir::Reshape(g, quoted, {1})}, 0);
+}
+
 }  // namespace tpu::lowering

@@ -31,4 +31,18 @@ DType FloatFor(DType t);
 double LowestOf(DType t);
 double HighestOf(DType t);
 
+// Value checks (see Check in rule.h). Expect: every element of pred `ok` holds; `quoted` (shaped
+// like ok, or -1) gives the value the message quotes, taken at the first element that fails.
+void Expect(Ctx& c, Value ok, Value quoted, const std::string& type, const std::string& message);
+// Every element of integer `index` is a valid index into a dim of `size`: in [0, size), or in
+// [-size, size) when negative indices wrap.
+void ExpectIndex(Ctx& c, Value index, int64_t size, bool wraps, const std::string& type,
+                 const std::string& message);
+// PyTorch's usual message for an index out of range: "index {} is out of bounds for dimension
+// `dim` with size `size`" (with `prefix` in front).
+std::string OutOfBounds(int64_t dim, int64_t size, const std::string& prefix = "");
+// The op's checks as one s64[2] value: [0, 0] when all hold, else [k + 1, quoted] for the first
+// check k that fails.
+Value CheckResult(Graph& g, const std::vector<Check>& checks);
+
 }  // namespace tpu::lowering

@@ -1,6 +1,7 @@
 // Indexing ops: gather/scatter families, advanced indexing, index_* ops, embedding, sort, topk.
-// Index tensors are s64 (PyTorch's dtype); negative indices wrap. XLA clamps out-of-bounds
-// gathers and drops out-of-bounds scatters; PyTorch raises before we get there.
+// Index tensors are s64 (PyTorch's dtype); negative indices wrap where PyTorch lets them. XLA
+// clamps out-of-bounds gathers and drops out-of-bounds scatters, so every rule checks its indices
+// (ExpectIndex) and the op raises PyTorch's error instead of returning a clamped value.
 #include <algorithm>
 
 #include "lowering/helpers.h"
@@ -29,6 +30,7 @@ Value AsVector(Ctx& c, Value i) {
 // Shape index.dims + [rank].
 Value Coords(Ctx& c, Value index, int64_t dim, int64_t size) {
   const Dims& dims = c.T(index).dims;
+  ExpectIndex(c, index, size, false, "RuntimeError", OutOfBounds(dim, size));
   Value wrapped = Wrap(c, index, size);
   std::vector<Value> parts;
   for (int64_t d = 0; d < static_cast<int64_t>(dims.size()); ++d) {
@@ -130,7 +132,8 @@ struct Advanced {
   int64_t batch_at;  // where B sits in the result
 };
 
-Advanced AdvancedIndex(Ctx& c, Value self, const std::vector<Value>& indices) {
+// `checked`: the indices come from the user (the _unsafe_ forms come from decompositions).
+Advanced AdvancedIndex(Ctx& c, Value self, const std::vector<Value>& indices, bool checked) {
   const Dims& sdims = c.T(self).dims;
   Dims batch;
   for (Value i : indices) {
@@ -152,6 +155,7 @@ Advanced AdvancedIndex(Ctx& c, Value self, const std::vector<Value>& indices) {
       throw LoweringError("boolean mask indices must be converted with nonzero() first");
     }
     a.index_dims.push_back(d);
+    if (checked) ExpectIndex(c, i, sdims[d], true, "IndexError", OutOfBounds(d, sdims[d]));
     parts.push_back(AsVector(c, ir::BroadcastTo(c.g, Wrap(c, i, sdims[d]), batch)));
   }
   if (parts.empty()) throw LoweringError("index needs at least one index tensor");
@@ -162,16 +166,16 @@ Advanced AdvancedIndex(Ctx& c, Value self, const std::vector<Value>& indices) {
   return a;
 }
 
-V Index(Ctx& c) {
+V Index(Ctx& c, bool checked) {
   Value x = c.In("self");
-  Advanced a = AdvancedIndex(c, x, c.List("indices"));
+  Advanced a = AdvancedIndex(c, x, c.List("indices"), checked);
   return {ir::Reshape(c.g, ir::Gather(c.g, x, a.idx, a.index_dims, a.batch_at), c.out[0].dims)};
 }
 
-V IndexPut(Ctx& c) {
+V IndexPut(Ctx& c, bool checked) {
   DType t = c.out[0].dtype;
   Value x = Cast(c, c.In("self"), t);
-  Advanced a = AdvancedIndex(c, x, c.List("indices"));
+  Advanced a = AdvancedIndex(c, x, c.List("indices"), checked);
   // The update has the shape `self[indices]` would have.
   Dims udims;
   for (int64_t i = 0; i < c.T(x).rank(); ++i) {
@@ -191,12 +195,20 @@ V IndexSelect(Ctx& c) {
   Value x = Lift(c, c.In("self"));
   int64_t dim = ir::WrapDim(c.Int("dim"), c.T(x).rank());
   Value index = Lift(c, c.In("index"));
+  ExpectIndex(c, index, c.T(x).dims[dim], false, "IndexError", "index out of range in self");
   Value idx = AsVector(c, Wrap(c, index, c.T(x).dims[dim]));
   return {ir::Reshape(c.g, ir::Gather(c.g, x, idx, {dim}, dim), c.out[0].dims)};
 }
 
-// index_add / index_copy / index_fill: rows of `self` along dim at `index` get `upd`.
-V IndexUpdate(Ctx& c, const char* source, const std::string& op) {
+// index_add / index_copy / index_fill: rows of `self` along dim at `index` get `upd`. Their
+// index checks differ: which error, and whether negative indices wrap (index_fill's do).
+struct IndexUpdateCheck {
+  const char* type;
+  const char* prefix;
+  bool wraps;
+};
+
+V IndexUpdate(Ctx& c, const char* source, const std::string& op, IndexUpdateCheck check) {
   DType t = c.out[0].dtype;
   Value x = Lift(c, Cast(c, c.In("self"), t));
   int64_t dim = ir::WrapDim(c.Int("dim"), c.T(x).rank());
@@ -210,7 +222,9 @@ V IndexUpdate(Ctx& c, const char* source, const std::string& op) {
     const char* mul = t == DType::kPred ? "stablehlo.and" : "stablehlo.multiply";
     upd = ir::Binary(c.g, mul, upd, Cast(c, c.In("alpha"), t, udims));
   }
-  Value idx = AsVector(c, Wrap(c, index, c.T(x).dims[dim]));
+  int64_t size = c.T(x).dims[dim];
+  ExpectIndex(c, index, size, check.wraps, check.type, OutOfBounds(dim, size, check.prefix));
+  Value idx = AsVector(c, Wrap(c, index, size));
   Value r = ir::Scatter(c.g, x, idx, upd, {dim}, dim, Combiner(t, op));
   return {ir::Reshape(c.g, r, c.out[0].dims)};
 }
@@ -237,6 +251,10 @@ std::pair<Value, Value> MaskPositions(Ctx& c, const Dims& dims) {
 
 V MaskedScatter(Ctx& c) {
   const Type& out = c.out[0];
+  if (c.T(c.In("mask")).dtype != DType::kPred) {
+    throw ArgError("masked_scatter_ only supports boolean masks, but got mask with dtype " +
+                   std::string(rt::MlirName(c.T(c.In("mask")).dtype)));
+  }
   Value x = Cast(c, c.In("self"), out.dtype, out.dims);
   Value src = Cast(c, c.In("source"), out.dtype);
   int64_t m = c.T(src).numel();
@@ -264,8 +282,23 @@ V MaskedScatterBackward(Ctx& c) {
   return {ir::Reshape(c.g, r, out.dims)};
 }
 
+// take: self as a flat array, indexed by `index` (negative indices wrap).
+V Take(Ctx& c) {
+  Value x = c.In("self");
+  int64_t n = c.T(x).numel();
+  Value index = c.In("index");
+  ExpectIndex(
+      c, index, n, true, "IndexError",
+      "out of range: tried to access index {} on a tensor of " + std::to_string(n) + " elements.");
+  if (n == 0 || c.out[0].numel() == 0) return {Splat(c, 0, c.out[0])};
+  Value idx = AsVector(c, Wrap(c, index, n));
+  return {ir::Gather(c.g, ir::Reshape(c.g, x, {n}), idx, {0}, 0)};
+}
+
 V Embedding(Ctx& c) {
   Value w = c.In("weight");
+  ExpectIndex(c, c.In("indices"), c.T(w).dims[0], false, "IndexError",
+              "index out of range in self");
   Value idx = AsVector(c, Wrap(c, c.In("indices"), c.T(w).dims[0]));
   return {ir::Gather(c.g, w, idx, {0}, 0)};
 }
@@ -347,17 +380,23 @@ V TopK(Ctx& c) {
 }  // namespace
 
 void AddIndexRules(RuleMap& m) {
-  m["aten::_index_put_impl"] = IndexPut;
-  m["aten::_unsafe_index.Tensor"] = Index;
-  m["aten::_unsafe_index_put"] = IndexPut;
+  m["aten::_index_put_impl"] = +[](Ctx& c) { return IndexPut(c, true); };
+  m["aten::_unsafe_index.Tensor"] = +[](Ctx& c) { return Index(c, false); };
+  m["aten::_unsafe_index_put"] = +[](Ctx& c) { return IndexPut(c, false); };
   m["aten::embedding"] = Embedding;
   m["aten::embedding_dense_backward"] = EmbeddingDenseBackward;
   m["aten::gather"] = GatherRule;
-  m["aten::index.Tensor"] = Index;
-  m["aten::index_add"] = +[](Ctx& c) { return IndexUpdate(c, "source", "add"); };
-  m["aten::index_copy"] = +[](Ctx& c) { return IndexUpdate(c, "source", ""); };
-  m["aten::index_fill"] = +[](Ctx& c) { return IndexUpdate(c, "value", ""); };
-  m["aten::index_put"] = IndexPut;
+  m["aten::index.Tensor"] = +[](Ctx& c) { return Index(c, true); };
+  m["aten::index_add"] = +[](Ctx& c) {
+    return IndexUpdate(c, "source", "add", {"RuntimeError", "", false});
+  };
+  m["aten::index_copy"] = +[](Ctx& c) {
+    return IndexUpdate(c, "source", "", {"IndexError", "index_copy_(): ", false});
+  };
+  m["aten::index_fill"] = +[](Ctx& c) {
+    return IndexUpdate(c, "value", "", {"IndexError", "", true});
+  };
+  m["aten::index_put"] = +[](Ctx& c) { return IndexPut(c, true); };
   m["aten::index_select"] = IndexSelect;
   m["aten::masked_scatter"] = MaskedScatter;
   m["aten::masked_scatter_backward"] = MaskedScatterBackward;
@@ -369,6 +408,7 @@ void AddIndexRules(RuleMap& m) {
   m["aten::scatter_reduce.two"] = ScatterReduce;
   m["aten::sort"] = Sort;
   m["aten::sort.stable"] = Sort;
+  m["aten::take"] = Take;
   m["aten::topk"] = TopK;
 }
 

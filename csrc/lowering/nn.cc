@@ -551,6 +551,11 @@ Nll NllPrep(Ctx& c) {
 V NllLoss(Ctx& c) {
   Nll n = NllPrep(c);
   int64_t cdim = c.T(n.x).rank() == 1 ? 0 : 1;
+  Value t = Cast(c, c.In("target"), DType::kS64);
+  Value in_range = And(c, Cmp(c, t, K(c, 0, t), "GE"),
+                       Cmp(c, t, K(c, static_cast<double>(c.T(n.x).dims[cdim]), t), "LT"));
+  Expect(c, Or(c, in_range, Un(c, "stablehlo.not", n.keep)), t, "IndexError",
+         "Target {} is out of bounds.");
   Value picked = Sum(c, Sel(c, n.hit, n.x, K(c, 0, n.x)), {cdim});
   Value loss = Sel(c, n.keep, Mul(c, Un(c, "stablehlo.negate", picked), n.w), K(c, 0, n.w));
   int64_t red = c.Int("reduction", 1);

@@ -41,12 +41,30 @@ class LoweringError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Raised for arguments PyTorch's CPU kernel rejects on their host values (a sample count, a
+// range): the dispatcher raises RuntimeError with PyTorch's message.
+class ArgError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A value check of the op's inputs (an index in range, a valid probability), computed in the
+// op's program like CUDA's device-side asserts, but recoverable: the op raises `type` with
+// `message` (PyTorch's text; "{}" stands for `quoted`, the first failing element's value).
+struct Check {
+  Value failed;       // pred scalar
+  Value quoted = -1;  // s64 scalar, or -1
+  std::string type;   // "IndexError" or "RuntimeError"
+  std::string message;
+};
+
 struct Ctx {
   Graph& g;
   std::vector<std::pair<std::string, Arg>> args;  // in schema order
   std::vector<Type> out;                          // result types, computed by the Meta kernel
   DType common = DType::kInvalid;                 // PyTorch's result_type over inputs
   int64_t random_seed = 0;                        // for Generator? args (see random rules)
+  std::vector<Check> checks = {};                 // added by rules; see lowering/helpers.h
 
   const Arg* Find(const std::string& name) const;
   bool Has(const std::string& name) const;  // present and not None

@@ -444,7 +444,27 @@ Value CountBefore(Ctx& c, Value seq, Value vals, bool right, DType out) {
 
 V Bucketize(Ctx& c) {
   Value x = c.In("self");
+  if (c.T(c.In("boundaries")).rank() != 1) {
+    throw ArgError("boundaries tensor must be 1 dimension, but got dim(" +
+                   std::to_string(c.T(c.In("boundaries")).rank()) + ")");
+  }
   return {CountBefore(c, c.In("boundaries"), x, c.Bool("right", false), c.out[0].dtype)};
+}
+
+// trace: the sum of the main diagonal of a matrix.
+V Trace(Ctx& c) {
+  Value x = c.In("self");
+  if (c.T(x).rank() != 2) {
+    throw ArgError("trace: expected a matrix, but got tensor with dim " +
+                   std::to_string(c.T(x).rank()));
+  }
+  DType t = c.out[0].dtype;
+  Value v = Cast(c, x, t);
+  Type it{DType::kS64, c.T(x).dims};
+  Value diag = ir::Compare(c.g, ir::Iota(c.g, it, 0), ir::Iota(c.g, it, 1), "EQ");
+  Value kept = ir::Select(c.g, diag, v, Splat(c, 0, v));
+  return {ir::Reduce(c.g, kept, ir::Constant(c.g, 0, t), {0, 1},
+                     t == DType::kPred ? "stablehlo.or" : "stablehlo.add")};
 }
 
 // A sorter only permutes the sequence, so the count (and thus the answer) is unchanged.
@@ -877,6 +897,7 @@ void AddSpecialRules(RuleMap& m) {
   m["aten::angle"] = Angle;
   m["aten::batch_norm_backward"] = BatchNormBackwardUpdate;
   m["aten::bucketize"] = Bucketize;
+  m["aten::trace"] = Trace;
   m["aten::frexp"] = Frexp;
   m["aten::hash_tensor"] = HashTensor;
   m["aten::heaviside"] = Heaviside;

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "aten/generator.h"
+#include "eager/checks.h"
 #include "eager/executor.h"
 #include "eager/trace.h"
 #include "lowering/rule.h"
@@ -87,9 +88,19 @@ PYBIND11_MODULE(_C, m) {
   m.def("api_version",
         [] { return py::make_tuple(eager::Client().api_major(), eager::Client().api_minor()); });
   m.def("synchronize", [](int device) {
-    py::gil_scoped_release release;
-    eager::Synchronize(device);
+    {
+      py::gil_scoped_release release;
+      eager::Synchronize(device);
+    }
+    try {
+      eager::RaiseFailedChecks(device, true);  // a sync raises what failed in fused programs
+    } catch (const eager::OpError& e) {
+      if (e.index_error) throw py::index_error(e.what());
+      throw;
+    }
   });
+  m.def("_set_checks", &eager::SetChecksEnabled);
+  m.def("_checks", &eager::ChecksEnabled);
   m.def("metrics", &Metrics);
   m.def("_configure_cache", [](const std::string& dir, const std::string& version, int64_t max) {
     return eager::ConfigureDiskCache(dir, version, max);

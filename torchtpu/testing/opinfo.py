@@ -6,6 +6,7 @@ The tolerance table is the one place where we allow a difference from CPU; every
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -226,3 +227,84 @@ def run_all(
                 entry[f"forward_{name}"] = run_op(op, dtype, grad=False)
         results[key] = entry
     return results
+
+
+@dataclass
+class ErrorResult:
+    """One op's `error_inputs`: how many CPU rejects as OpInfo expects, and how many of those
+    tpu rejects the same way (exception type, and a message matching OpInfo's regex)."""
+
+    expected: int = 0
+    matched: int = 0
+    failures: list[str] | None = None
+
+
+def _to_keeping_aliases(tree: Any, device: str) -> Any:
+    """Moves the tensors of `tree` to `device`; tensors that share a CPU storage (an out= argument
+    that is a view of an input) share one storage there too, as the same views of it."""
+    if device == "cpu":
+        return tree
+    bases: dict[tuple[int, torch.dtype], torch.Tensor] = {}
+
+    def move(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        storage = t.untyped_storage()
+        key = (storage.data_ptr(), t.dtype)
+        if key not in bases:
+            try:
+                whole = torch.empty(0, dtype=t.dtype, device=t.device).set_(
+                    storage, 0, (storage.nbytes() // t.itemsize,)
+                )
+            except RuntimeError:  # a storage that cannot be viewed whole: move the tensor alone
+                return _to(t, device)
+            bases[key] = whole.to(device)
+        y = bases[key].as_strided(t.shape, t.stride(), t.storage_offset())
+        return y.requires_grad_(t.requires_grad) if t.is_floating_point() else y
+
+    return tree_map(move, tree)
+
+
+def _raises_as_expected(op: Any, error_input: Any, device: str) -> str | None:
+    """None when running the error input on `device` raises as OpInfo expects, else why not."""
+    s = error_input.sample_input
+    try:
+        inp, args, kwargs = _to_keeping_aliases((s.input, s.args, s.kwargs), device)
+    except Exception as e:  # noqa: BLE001 (an input tpu cannot hold: complex dtypes)
+        return f"inputs: {_short(e)}"
+    try:
+        out = op(inp, *args, **kwargs)
+        # A check inside a fused program raises at the next read or sync.
+        tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, out)
+        if device == "tpu":
+            torch.tpu.synchronize()
+    except Exception as e:  # noqa: BLE001 (compared with what OpInfo expects)
+        if not isinstance(e, error_input.error_type):
+            return f"raised {_short(e)}, expected {error_input.error_type.__name__}"
+        if not re.search(error_input.error_regex, str(e)):
+            return f"message {_short(e)!r} does not match {error_input.error_regex!r}"
+        return None
+    return f"raised nothing, expected {error_input.error_type.__name__}"
+
+
+def run_error_inputs(op: Any) -> ErrorResult:
+    """Runs `op.error_inputs` on CPU and on tpu (built on CPU, then moved)."""
+    result = ErrorResult(failures=[])
+    if op.error_inputs_func is None:
+        return result
+    torch.manual_seed(0)  # some error inputs are random: the same ones every run
+    try:
+        inputs = list(op.error_inputs("cpu"))
+    except Exception as e:  # noqa: BLE001 (the generator itself failed)
+        result.failures.append(f"error_inputs: {_short(e)}")
+        return result
+    for ei in inputs:
+        if _raises_as_expected(op, ei, "cpu") is not None:
+            continue  # CPU itself does not raise as OpInfo says: nothing to compare
+        result.expected += 1
+        why = _raises_as_expected(op, ei, "tpu")
+        if why is None:
+            result.matched += 1
+        else:
+            result.failures.append(why)
+    return result
