@@ -723,39 +723,58 @@ V ConvolutionBackward(Ctx& c) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 2-D pooling over the last two dims, one strided slice ("tap") per kernel offset.
+// 2-D and 3-D pooling over the last n dims, one strided slice ("tap") per kernel offset.
 
 struct Pool {
   int64_t rank;
+  int64_t n;     // spatial dims: the last n of rank
   Dims in, out;  // full dims of input and output
   Dims k, s, p, d;
 };
 
-Pool PoolOf(Ctx& c, const Dims& in, const Dims& out) {
-  Pool q{static_cast<int64_t>(in.size()), in, out, Expand(c.Ints("kernel_size"), 2, 1), {}, {}, {}};
-  q.s = c.Ints("stride").empty() ? q.k : Expand(c.Ints("stride"), 2, 1);
-  q.p = Expand(c.Ints("padding"), 2, 0);
-  q.d = Expand(c.Ints("dilation"), 2, 1);
+Pool PoolOf(Ctx& c, const Dims& in, const Dims& out, int64_t n) {
+  Pool q{static_cast<int64_t>(in.size()),     n,  in, out,
+         Expand(c.Ints("kernel_size"), n, 1), {}, {}, {}};
+  q.s = c.Ints("stride").empty() ? q.k : Expand(c.Ints("stride"), n, 1);
+  q.p = Expand(c.Ints("padding"), n, 0);
+  q.d = Expand(c.Ints("dilation"), n, 1);
   return q;
 }
 
-// Zero-padded x such that tap (i, j) is a strided slice.
+// Every kernel offset (one index per spatial dim), in row-major order.
+std::vector<Dims> Offsets(const Pool& q) {
+  std::vector<Dims> all{Dims{}};
+  for (int64_t a = 0; a < q.n; ++a) {
+    std::vector<Dims> next;
+    for (const Dims& o : all) {
+      for (int64_t i = 0; i < q.k[a]; ++i) {
+        next.push_back(o);
+        next.back().push_back(i);
+      }
+    }
+    all = std::move(next);
+  }
+  return all;
+}
+
+int64_t SpatialDim(const Pool& q, int64_t a) { return q.rank - q.n + a; }
+
+// Zero-padded x such that every tap is a strided slice.
 Value PoolPad(Ctx& c, Value x, const Pool& q) {
   Dims lo(q.rank, 0), hi(q.rank, 0);
-  for (int a = 0; a < 2; ++a) {
-    int64_t dim = q.rank - 2 + a;
+  for (int64_t a = 0; a < q.n; ++a) {
+    int64_t dim = SpatialDim(q, a);
     lo[dim] = q.p[a];
     hi[dim] = (q.out[dim] - 1) * q.s[a] + (q.k[a] - 1) * q.d[a] + 1 - q.in[dim] - q.p[a];
   }
   return ir::Pad(c.g, x, ir::Constant(c.g, 0, c.T(x).dtype), lo, hi);
 }
 
-// out[.., oh, ow] = x[.., oh*s + i*d - p, ow*s + j*d - p] (x padded by PoolPad).
-Value Tap(Ctx& c, Value xp, const Pool& q, int64_t i, int64_t j) {
+// out[.., o] = x[.., o*s + off*d - p] along every spatial dim (x padded by PoolPad).
+Value Tap(Ctx& c, Value xp, const Pool& q, const Dims& off) {
   Dims start(q.rank, 0), limit = q.out, stride(q.rank, 1);
-  int64_t off[2] = {i, j};
-  for (int a = 0; a < 2; ++a) {
-    int64_t dim = q.rank - 2 + a;
+  for (int64_t a = 0; a < q.n; ++a) {
+    int64_t dim = SpatialDim(q, a);
     start[dim] = off[a] * q.d[a];
     limit[dim] = start[dim] + (q.out[dim] - 1) * q.s[a] + 1;
     stride[dim] = q.s[a];
@@ -764,8 +783,8 @@ Value Tap(Ctx& c, Value xp, const Pool& q, int64_t i, int64_t j) {
 }
 
 // Input coordinate (s64, output-shaped) along spatial axis a for kernel offset `off`.
-Value Coord(Ctx& c, const Pool& q, int a, int64_t off) {
-  Value o = ir::Iota(c.g, Type{DType::kS64, q.out}, q.rank - 2 + a);
+Value Coord(Ctx& c, const Pool& q, int64_t a, int64_t off) {
+  Value o = ir::Iota(c.g, Type{DType::kS64, q.out}, SpatialDim(q, a));
   return Add(c, Scale(c, o, static_cast<double>(q.s[a])),
              K(c, static_cast<double>(off * q.d[a] - q.p[a]), o));
 }
@@ -775,12 +794,25 @@ Value InRange(Ctx& c, Value pos, int64_t n) {
              Cmp(c, pos, K(c, static_cast<double>(n), pos), "LT"));
 }
 
+// For kernel offset `off`: whether the tap reads inside the input, and the flat spatial index
+// it reads (PyTorch's max-pool index).
+std::pair<Value, Value> TapPosition(Ctx& c, const Pool& q, const Dims& off) {
+  Value valid = -1, flat = -1;
+  for (int64_t a = 0; a < q.n; ++a) {
+    Value pos = Coord(c, q, a, off[a]);
+    int64_t size = q.in[SpatialDim(q, a)];
+    Value in = InRange(c, pos, size);
+    valid = valid < 0 ? in : And(c, valid, in);
+    flat = flat < 0 ? pos : Add(c, Scale(c, flat, static_cast<double>(size)), pos);
+  }
+  return {valid, flat};
+}
+
 // Inverse of Tap: scatters an output-shaped v to input positions (out-of-range ones dropped).
-Value Place(Ctx& c, Value v, const Pool& q, int64_t i, int64_t j) {
+Value Place(Ctx& c, Value v, const Pool& q, const Dims& off) {
   Dims lo(q.rank, 0), hi(q.rank, 0), interior(q.rank, 0);
-  int64_t off[2] = {i, j};
-  for (int a = 0; a < 2; ++a) {
-    int64_t dim = q.rank - 2 + a;
+  for (int64_t a = 0; a < q.n; ++a) {
+    int64_t dim = SpatialDim(q, a);
     lo[dim] = off[a] * q.d[a] - q.p[a];
     interior[dim] = q.s[a] - 1;
     hi[dim] = q.in[dim] - lo[dim] - ((q.out[dim] - 1) * q.s[a] + 1);
@@ -788,48 +820,39 @@ Value Place(Ctx& c, Value v, const Pool& q, int64_t i, int64_t j) {
   return ir::Pad(c.g, v, ir::Constant(c.g, 0, c.T(v).dtype), lo, hi, interior);
 }
 
-int64_t Hdim(const Pool& q) { return q.in[q.rank - 2]; }
-int64_t Wdim(const Pool& q) { return q.in[q.rank - 1]; }
-
-V MaxPool(Ctx& c) {
+V MaxPool(Ctx& c, int64_t n) {
   Value x = c.In("self");
-  Pool q = PoolOf(c, c.T(x).dims, c.out[0].dims);
+  Pool q = PoolOf(c, c.T(x).dims, c.out[0].dims, n);
   if (Numel(q.out) == 0) return {Zeros(c, 0), Zeros(c, 1)};
   Value xp = PoolPad(c, x, q);
   bool is_float = rt::IsFloat(c.T(x).dtype);
   Value best = Splat(c, 0, Type{c.T(x).dtype, q.out});
   Value idx = Splat(c, -1, Type{DType::kS64, q.out});
-  for (int64_t i = 0; i < q.k[0]; ++i) {
-    for (int64_t j = 0; j < q.k[1]; ++j) {
-      Value v = Tap(c, xp, q, i, j);
-      Value h = Coord(c, q, 0, i), w = Coord(c, q, 1, j);
-      Value valid = And(c, InRange(c, h, Hdim(q)), InRange(c, w, Wdim(q)));
-      // PyTorch keeps the first max, but a NaN always replaces the running max.
-      Value better = Or(c, Cmp(c, idx, K(c, -1, idx), "EQ"), Cmp(c, v, best, "GT"));
-      if (is_float) better = Or(c, better, Cmp(c, v, v, "NE"));
-      Value take = And(c, valid, better);
-      best = Sel(c, take, v, best);
-      idx = Sel(c, take, Add(c, Scale(c, h, static_cast<double>(Wdim(q))), w), idx);
-    }
+  for (const Dims& off : Offsets(q)) {
+    Value v = Tap(c, xp, q, off);
+    auto [valid, flat] = TapPosition(c, q, off);
+    // PyTorch keeps the first max, but a NaN always replaces the running max.
+    Value better = Or(c, Cmp(c, idx, K(c, -1, idx), "EQ"), Cmp(c, v, best, "GT"));
+    if (is_float) better = Or(c, better, Cmp(c, v, v, "NE"));
+    Value take = And(c, valid, better);
+    best = Sel(c, take, v, best);
+    idx = Sel(c, take, flat, idx);
   }
   return {Cast(c, best, c.out[0].dtype), Cast(c, idx, c.out[1].dtype)};
 }
 
-V MaxPoolBackward(Ctx& c) {
+V MaxPoolBackward(Ctx& c, int64_t n) {
   Value self = c.In("self");
   DType acc = AccOf(c.out[0].dtype);
   Value g = Cast(c, c.In("grad_output"), acc);
-  Pool q = PoolOf(c, c.T(self).dims, c.T(g).dims);
+  Pool q = PoolOf(c, c.T(self).dims, c.T(g).dims, n);
   Value idx = Cast(c, c.In("indices"), DType::kS64);
   Value gi = Splat(c, 0, Type{acc, q.in});
   if (Numel(q.out) == 0) return Done(c, gi);
-  for (int64_t i = 0; i < q.k[0]; ++i) {
-    for (int64_t j = 0; j < q.k[1]; ++j) {
-      Value h = Coord(c, q, 0, i), w = Coord(c, q, 1, j);
-      Value here = Cmp(c, idx, Add(c, Scale(c, h, static_cast<double>(Wdim(q))), w), "EQ");
-      Value m = And(c, here, And(c, InRange(c, h, Hdim(q)), InRange(c, w, Wdim(q))));
-      gi = Add(c, gi, Place(c, Sel(c, m, g, K(c, 0, g)), q, i, j));
-    }
+  for (const Dims& off : Offsets(q)) {
+    auto [valid, flat] = TapPosition(c, q, off);
+    Value m = And(c, Cmp(c, idx, flat, "EQ"), valid);
+    gi = Add(c, gi, Place(c, Sel(c, m, g, K(c, 0, g)), q, off));
   }
   return Done(c, gi);
 }
@@ -841,8 +864,8 @@ Value AvgDivisor(Ctx& c, const Pool& q, DType t) {
   }
   bool include_pad = c.Bool("count_include_pad", true);
   Value count;
-  for (int a = 0; a < 2; ++a) {
-    int64_t n = q.in[q.rank - 2 + a];
+  for (int64_t a = 0; a < q.n; ++a) {
+    int64_t n = q.in[SpatialDim(q, a)];
     Value start = Coord(c, q, a, 0);
     Value end = ir::Binary(c.g, "stablehlo.minimum",
                            Add(c, start, K(c, static_cast<double>(q.k[a]), start)),
@@ -858,33 +881,29 @@ Value AvgDivisor(Ctx& c, const Pool& q, DType t) {
   return Cast(c, count, t);
 }
 
-V AvgPool(Ctx& c) {
+V AvgPool(Ctx& c, int64_t n) {
   DType acc = AccOf(c.out[0].dtype);
   Value x = Cast(c, c.In("self"), acc);
-  Pool q = PoolOf(c, c.T(x).dims, c.out[0].dims);
-  q.d = {1, 1};
+  Pool q = PoolOf(c, c.T(x).dims, c.out[0].dims, n);
+  q.d = Dims(n, 1);
   if (Numel(q.out) == 0) return {Zeros(c, 0)};
   Value xp = PoolPad(c, x, q), sum = -1;
-  for (int64_t i = 0; i < q.k[0]; ++i) {
-    for (int64_t j = 0; j < q.k[1]; ++j) {
-      Value v = Tap(c, xp, q, i, j);
-      sum = sum < 0 ? v : Add(c, sum, v);
-    }
+  for (const Dims& off : Offsets(q)) {
+    Value v = Tap(c, xp, q, off);
+    sum = sum < 0 ? v : Add(c, sum, v);
   }
   return Done(c, Div(c, sum, AvgDivisor(c, q, acc)));
 }
 
-V AvgPoolBackward(Ctx& c) {
+V AvgPoolBackward(Ctx& c, int64_t n) {
   DType acc = AccOf(c.out[0].dtype);
   Value g = Cast(c, c.In("grad_output"), acc);
-  Pool q = PoolOf(c, c.T(c.In("self")).dims, c.T(g).dims);
-  q.d = {1, 1};
+  Pool q = PoolOf(c, c.T(c.In("self")).dims, c.T(g).dims, n);
+  q.d = Dims(n, 1);
   Value gi = Splat(c, 0, Type{acc, q.in});
   if (Numel(q.out) == 0) return Done(c, gi);
   Value share = Div(c, g, AvgDivisor(c, q, acc));
-  for (int64_t i = 0; i < q.k[0]; ++i) {
-    for (int64_t j = 0; j < q.k[1]; ++j) gi = Add(c, gi, Place(c, share, q, i, j));
-  }
+  for (const Dims& off : Offsets(q)) gi = Add(c, gi, Place(c, share, q, off));
   return Done(c, gi);
 }
 
@@ -1005,8 +1024,10 @@ void AddNnRules(RuleMap& m) {
       +[](Ctx& c) { return BatchNorm(c, false, false); };
   m["aten::_prelu_kernel"] = Prelu;
   m["aten::_prelu_kernel_backward"] = PreluBackward;
-  m["aten::avg_pool2d"] = AvgPool;
-  m["aten::avg_pool2d_backward"] = AvgPoolBackward;
+  m["aten::avg_pool2d"] = +[](Ctx& c) { return AvgPool(c, 2); };
+  m["aten::avg_pool2d_backward"] = +[](Ctx& c) { return AvgPoolBackward(c, 2); };
+  m["aten::avg_pool3d"] = +[](Ctx& c) { return AvgPool(c, 3); };
+  m["aten::avg_pool3d_backward"] = +[](Ctx& c) { return AvgPoolBackward(c, 3); };
   m["aten::binary_cross_entropy"] = BinaryCrossEntropy;
   m["aten::binary_cross_entropy_backward"] = BinaryCrossEntropyBackward;
   m["aten::convolution"] = Convolution;
@@ -1031,8 +1052,10 @@ void AddNnRules(RuleMap& m) {
   m["aten::huber_loss_backward"] = +[](Ctx& c) { return SmoothLossBackward(c, true); };
   m["aten::leaky_relu"] = LeakyRelu;
   m["aten::leaky_relu_backward"] = LeakyReluBackward;
-  m["aten::max_pool2d_with_indices"] = MaxPool;
-  m["aten::max_pool2d_with_indices_backward"] = MaxPoolBackward;
+  m["aten::max_pool2d_with_indices"] = +[](Ctx& c) { return MaxPool(c, 2); };
+  m["aten::max_pool2d_with_indices_backward"] = +[](Ctx& c) { return MaxPoolBackward(c, 2); };
+  m["aten::max_pool3d_with_indices"] = +[](Ctx& c) { return MaxPool(c, 3); };
+  m["aten::max_pool3d_with_indices_backward"] = +[](Ctx& c) { return MaxPoolBackward(c, 3); };
   m["aten::mish"] = Mish;
   m["aten::mish_backward"] = MishBackward;
   m["aten::mse_loss"] = MseLoss;
