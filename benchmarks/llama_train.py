@@ -30,6 +30,11 @@ BATCH, SEQ = 16, 40
 def step_times(device: torch.device, steps: int, warmup: int, mode: str) -> list[float]:
     if device.type == "tpu":
         torchtpu.set_mode(mode)
+    return timed_rounds(train_step(device), device, steps, warmup)
+
+
+def train_step(device: torch.device) -> Callable[[], float]:
+    """finetune_llama.py's step on `device`: forward, backward, AdamW, `loss.item()`."""
     torch.manual_seed(0)
     model = LlamaForCausalLM(small_llama_config()).to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -42,7 +47,7 @@ def step_times(device: torch.device, steps: int, warmup: int, mode: str) -> list
         opt.step()
         return loss.item()
 
-    return timed_rounds(step, device, steps, warmup)
+    return step
 
 
 def timed_rounds(

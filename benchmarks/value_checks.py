@@ -9,21 +9,13 @@ python benchmarks/value_checks.py [--steps N] [--rounds N]
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 import time
 
 import torch
-from transformers import LlamaForCausalLM
+from llama_train import BATCH, SEQ, train_step
 
 import torchtpu
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-from instruct_data import batches
-from llama_config import small_llama_config
-
-BATCH, SEQ = 16, 40
 
 
 def main() -> None:
@@ -33,17 +25,7 @@ def main() -> None:
     args = p.parse_args()
     device = torchtpu.get_device()
     torchtpu.set_mode("fused")
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(small_llama_config()).to(device).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    batch = {k: v.to(device) for k, v in batches(1, BATCH, SEQ, seed=0)[0].items()}
-
-    def step() -> float:
-        loss = model(**batch).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss.item()
+    step = train_step(device)
 
     times: dict[bool, list[float]] = {True: [], False: []}
     for on in (True, False):  # warm-up: each setting compiles its own programs

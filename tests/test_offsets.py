@@ -2,22 +2,11 @@
 Python loop over positions (rows of a matrix, a KV cache's time steps) compiles once, in every
 mode, and gives the values PyTorch gives on CPU."""
 
-import contextlib
-
 import pytest
 import torch
+from test_fused import max_ops
 
 import torchtpu
-
-
-@contextlib.contextmanager
-def max_ops(n: int):
-    old = torchtpu._C._fused_max_ops()
-    torchtpu._C._set_fused_max_ops(n)
-    try:
-        yield
-    finally:
-        torchtpu._C._set_fused_max_ops(old)
 
 
 def new_programs() -> int:
