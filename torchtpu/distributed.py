@@ -48,11 +48,9 @@ def _create(opts: Any, backend_options: Any) -> Any:
     host, device_ids, fuse = None, [], False
     if in_process:
         kind = "xla"
-        # Collectives are recorded into fused traces when the group is this world, in order:
-        # then every rank's program has the same replicas.
-        world = dist.get_world_size() if dist.is_initialized() else size
-        ranks = list(getattr(opts, "global_ranks_in_group", None) or range(size))
-        fuse = size == world and ranks == list(range(world)) and _fuse_collectives()
+        # Collectives are recorded into fused traces, for subgroups too: a trace holds the
+        # collectives of one group, whose ranks meet to run it as one replicated program.
+        fuse = _fuse_collectives()
     elif _C._global_device_count() > torch.tpu.device_count():
         # The global device id of every rank's current device, exchanged through the store.
         kind = "xla-multiprocess"

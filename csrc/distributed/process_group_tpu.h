@@ -56,9 +56,8 @@ class ProcessGroupTPU : public c10d::Backend {
   // `uid` is the same on every rank of the group and unique to it. `host` (Gloo over the same
   // store), when given, carries every collective instead of XLA. `device_ids`, when given, are
   // the global PJRT device ids of the group's ranks on a client that spans their processes:
-  // each rank then launches every collective program on its own device. `fuse`: the group's
-  // ranks are all the threads of this process's world, in order, so in fused mode its
-  // collectives are recorded into the ranks' traces (recorded.h).
+  // each rank then launches every collective program on its own device. `fuse`: in fused mode
+  // the collectives are recorded into the ranks' traces (recorded.h), with ranks as threads.
   ProcessGroupTPU(int rank, int size, std::chrono::milliseconds timeout, std::string uid,
                   c10::intrusive_ptr<c10d::Backend> host, std::vector<int> device_ids = {},
                   bool fuse = false);

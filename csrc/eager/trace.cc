@@ -89,6 +89,12 @@ std::vector<LazyPtr> Trace::Record(ir::Graph g, const std::vector<LazyPtr>& inpu
   std::thread::id self = std::this_thread::get_id();
   if (self != recorder_ && !ops_.empty()) FlushLocked();
   recorder_ = self;
+  // A collective of another group than those held: the ranks that meet differ, so what is
+  // held runs first (each rank cuts at the same op).
+  if (collective != nullptr) {
+    if (!collective_group_.empty() && collective_group_ != collective->group) FlushLocked();
+    collective_group_ = collective->group;
+  }
   Op rec;
   ir::Hash128 h = ir::StructuralHash(g);
   rec.hash = h;
@@ -236,6 +242,7 @@ Trace::Taken Trace::Take() {
   t.computed.resize(num_values);
   t.lost.resize(num_values);
   ops_.clear();
+  collective_group_.clear();
   externals_.clear();
   external_index_.clear();
   values_.clear();

@@ -152,6 +152,9 @@ class Trace {
   std::vector<std::weak_ptr<Lazy>> values_;
   std::vector<uint32_t> value_op_;
   std::thread::id recorder_;  // the thread that recorded the last op
+  // The group of the collectives held (empty: none). A program's collectives are all of one
+  // group: its ranks are the program's replicas.
+  std::string collective_group_;
   std::atomic<uint64_t> recorded_{0};
   std::atomic<bool> capturing_{false};
   std::atomic<std::thread::id> capture_thread_;

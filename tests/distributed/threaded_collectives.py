@@ -5,6 +5,7 @@ Run by test_threaded.py with TORCHTPU_CPU_DEVICES=4; exits non-zero on the first
 from __future__ import annotations
 
 import sys
+import threading
 import warnings
 
 import torch
@@ -16,6 +17,7 @@ from torchtpu.testing import threaded_ranks
 
 WORLD = 4
 DTYPES = [torch.float32, torch.int32, torch.bfloat16]
+meet = threading.Barrier(WORLD, timeout=60)
 
 
 def data(rank: int, shape: tuple[int, ...], dtype: torch.dtype, salt: int = 0) -> torch.Tensor:
@@ -208,6 +210,27 @@ def check_mesh(rank: int) -> None:
     dist.all_reduce(x, group=mesh.get_group("tp"))
     expect = {0: 1.0, 1: 1.0, 2: 5.0, 3: 5.0}[rank]
     same(x, torch.full((2,), expect), "device mesh tp all_reduce")
+    # A 2-D step: partial results summed over tp, then averaged over dp. In fused mode each
+    # collective runs inside a program with its neighbour ops (a trace holds one group's
+    # collectives, so it is cut where the group changes): none runs as a program of its own.
+    tp, dp = mesh.get_group("tp"), mesh.get_group("dp")
+    for i in range(4):
+        if i == 2:  # count the last two steps
+            meet.wait()
+            if rank == 0:
+                torchtpu.reset_metrics()
+            meet.wait()
+        y = torch.full((3,), float(rank + 1), device="tpu") * (i + 1)
+        dist.all_reduce(y, group=tp)  # 3(i+1) on ranks 0 and 1, 7(i+1) on ranks 2 and 3
+        y = y + 1
+        dist.all_reduce(y, dist.ReduceOp.AVG, group=dp)
+        same(y * 2, torch.full((3,), 10.0 * (i + 1) + 2), f"2-D mesh step {i}")
+    meet.wait()
+    counts = torchtpu.metrics()
+    meet.wait()
+    if torchtpu.get_mode() == "fused":
+        got = (counts["fused_collectives"], counts["lone_collectives"])
+        assert got == (2 * 2 * WORLD, 0), f"2-D mesh collectives (fused, lone): {got}"
 
 
 def body(rank: int, world: int) -> str:
