@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 
+#include "aten/arg_checks.h"
 #include "aten/generator.h"
 #include "aten/graph_builder.h"
 #include "aten/graph_capture.h"
@@ -595,6 +596,7 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
   for (const auto& r : schema.returns()) {
     call.tensor_returns |= r.type()->kind() == c10::TypeKind::TensorType;
   }
+  CheckArguments(schema, call.args);
   std::vector<TensorMeta> metas = MetaShapes(call);
   CheckOutOverlap(call);
 

@@ -332,11 +332,8 @@ V Randperm(Ctx& c) {
 // PyTorch's checks of multinomial's arguments, then of the probabilities' values (which differ
 // by path: its with-replacement kernel words them its own way).
 void CheckMultinomial(Ctx& c, Value p, int64_t n, int64_t k, bool replacement) {
-  if (!rt::IsFloat(c.T(c.In("self")).dtype)) {
-    throw ArgError("multinomial only supports floating-point dtypes for input");
-  }
+  // The input's rank and dtype and k > 0 are checked before Meta (aten/arg_checks.cc).
   if (c.out[0].dtype != DType::kS64) throw ArgError("multinomial expects Long tensor out");
-  if (k <= 0) throw ArgError("cannot sample n_sample <= 0 samples");
   if (!replacement && k > n) {
     throw ArgError("cannot sample n_sample > prob_dist.size(-1) samples without replacement");
   }
