@@ -122,3 +122,33 @@ def test_compile_failure_names_the_op(device, survivor):
     msg = str(e.value)
     assert len(msg) < 600 and msg.count("\n") < 6, msg
     assert "stablehlo.this_op_does_not_exist" in msg
+
+
+@pytest.mark.parametrize(
+    "export",
+    [
+        lambda t: t.__dlpack_device__(),
+        lambda t: t.__dlpack__(),
+        lambda t: torch.utils.dlpack.to_dlpack(t),
+        lambda t: torch.to_dlpack(t),
+        lambda t: torch.from_dlpack(t),
+        lambda t: __import__("numpy").from_dlpack(t),
+    ],
+    ids=[
+        "__dlpack_device__",
+        "__dlpack__",
+        "utils.to_dlpack",
+        "torch.to_dlpack",
+        "torch.from_dlpack",
+        "numpy.from_dlpack",
+    ],
+)
+def test_dlpack_export_is_refused_clearly(device, survivor, export):
+    with pytest.raises(
+        BufferError, match=r"tpu tensors cannot be exported through DLPack.*\.cpu\(\)"
+    ) as e:
+        export(survivor)
+    raised_at(e, "lambda t:")  # the line that exports
+    c = torch.arange(3.0)  # CPU tensors export as before
+    assert torch.equal(torch.from_dlpack(torch.utils.dlpack.to_dlpack(c)), c)
+    assert c.__dlpack_device__()[0] == 1  # kDLCPU

@@ -80,9 +80,10 @@ def _register() -> None:
     if dist.is_available():
         distributed.register()
 
-    from . import _inductor
+    from . import _dlpack, _inductor
 
     _inductor.install()
+    _dlpack.install()
 
 
 _register()
