@@ -111,7 +111,8 @@ def metrics() -> dict[str, Any]:
     """Counters: compiles, executions, cache_hits, cpu_fallbacks, compile_seconds,
     disk_cache_hits, recorded_ops and flushes (fused mode), fused_collectives and
     lone_collectives (per rank: collectives that ran inside a program with other ops, and those
-    that ran as programs of their own)."""
+    that ran as programs of their own); and one gauge, loaded_programs (executables loaded now,
+    at most TORCHTPU_MAX_LOADED_PROGRAMS), which reset_metrics leaves alone."""
     return _C.metrics()
 
 

@@ -119,6 +119,7 @@ def memory_stats(device: Any = None) -> dict[str, int]:
     return {
         "allocated_bytes.all.current": s["bytes_in_use"],
         "allocated_bytes.all.peak": s["peak_bytes_in_use"],
+        "allocation.all.current": s["live_buffers"],
         "reserved_bytes.all.current": s["bytes_in_use"],
         "bytes_limit": s["bytes_limit"],
     }

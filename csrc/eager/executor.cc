@@ -1,5 +1,6 @@
 #include "eager/executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -322,17 +323,53 @@ OpError DescribeFailure(const rt::Error& e, const std::string& what) {
   return OpError("tpu failed to run " + what + ": " + msg.substr(0, 300), false);
 }
 
+// Scalars a program reads (Python numbers, view offsets) are uploaded once per value and kept
+// while they are reused: an LRU of kKeptScalars. A value enters it on its second use only, so one
+// that changes every step (an offset in a loop over positions, AdamW's bias correction) is not
+// kept, and a training loop's live buffers stay flat once the LRU holds its constants. The second
+// use gets the first use's buffer while it lives, so a program's parameters alias each other the
+// same way whether a value is new or kept (a different aliasing would be a different program).
 LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
-  static std::mutex mu;
-  static auto& cache = *new std::unordered_map<ScalarKey, LazyPtr, ScalarKeyHash>();
+  constexpr size_t kKeptScalars = 128, kSeenOnce = 64;
+  struct Cache {
+    std::mutex mu;
+    std::list<std::pair<ScalarKey, LazyPtr>> lru;  // most recently used first
+    std::unordered_map<ScalarKey, decltype(lru)::iterator, ScalarKeyHash> kept;
+    std::deque<std::pair<ScalarKey, std::weak_ptr<Lazy>>> seen;  // used once lately, oldest first
+  };
+  static auto& c = *new Cache();
   ScalarKey key{0, static_cast<int>(t), device};
   std::memcpy(&key.bits, bits, rt::ItemSize(t));
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  if (cache.size() > 4096) cache.clear();  // bounded: scalars seen once are not worth keeping
-  LazyPtr b = Lazy::Of(Client().FromHost(bits, t, {}, device), device);
-  cache.emplace(key, b);
+  std::unique_lock<std::mutex> lock(c.mu);
+  auto it = c.kept.find(key);
+  if (it != c.kept.end()) {
+    c.lru.splice(c.lru.begin(), c.lru, it->second);
+    return it->second->second;
+  }
+  auto again =
+      std::find_if(c.seen.begin(), c.seen.end(), [&](const auto& s) { return s.first == key; });
+  if (again == c.seen.end()) {
+    lock.unlock();  // uploads run outside the lock
+    LazyPtr b = Lazy::Of(Client().FromHost(bits, t, {}, device), device);
+    lock.lock();
+    c.seen.emplace_back(key, b);
+    if (c.seen.size() > kSeenOnce) c.seen.pop_front();
+    return b;
+  }
+  LazyPtr b = again->second.lock();
+  c.seen.erase(again);
+  if (b == nullptr) {
+    lock.unlock();
+    b = Lazy::Of(Client().FromHost(bits, t, {}, device), device);
+    lock.lock();
+  }
+  if (c.kept.count(key) != 0) return b;  // another thread kept it meanwhile
+  c.lru.emplace_front(key, b);
+  c.kept.emplace(key, c.lru.begin());
+  if (c.lru.size() > kKeptScalars) {
+    c.kept.erase(c.lru.back().first);
+    c.lru.pop_back();
+  }
   return b;
 }
 

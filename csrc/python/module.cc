@@ -41,6 +41,7 @@ py::dict Metrics() {
   d["flushes"] = m.flushes.load();
   d["fused_collectives"] = m.fused_collectives.load();
   d["lone_collectives"] = m.lone_collectives.load();
+  d["loaded_programs"] = eager::Client().loaded_executables();  // a gauge: never reset
   return d;
 }
 
@@ -126,6 +127,7 @@ PYBIND11_MODULE(_C, m) {
     d["bytes_in_use"] = s.in_use;
     d["peak_bytes_in_use"] = s.peak;
     d["bytes_limit"] = s.limit;
+    d["live_buffers"] = s.buffers;
     return d;
   });
   m.def("get_mode", [] { return ModeName(eager::GetMode()); });

@@ -127,11 +127,11 @@ std::string CompileOptionsBytes(const std::vector<int>& device_ids) {
 
 Buffer::Buffer(Client* client, PJRT_Buffer* raw, DType dtype, std::vector<int64_t> dims, int device)
     : client_(client), raw_(raw), dtype_(dtype), dims_(std::move(dims)), device_(device) {
-  client_->Track(device_, nbytes());
+  client_->Track(device_, nbytes(), 1);
 }
 
 Buffer::~Buffer() {
-  client_->Track(device_, -nbytes());
+  client_->Track(device_, -nbytes(), -1);
   Args<PJRT_Buffer_Destroy_Args> args;
   args->buffer = raw_;
   PJRT_Error* err = client_->api()->PJRT_Buffer_Destroy(args.get());
@@ -220,9 +220,12 @@ void* Buffer::UnsafePointer() const {
 }
 
 Executable::Executable(Client* client, PJRT_LoadedExecutable* raw, std::vector<ShapedType> outputs)
-    : client_(client), raw_(raw), outputs_(std::move(outputs)) {}
+    : client_(client), raw_(raw), outputs_(std::move(outputs)) {
+  client_->TrackExecutable(1);
+}
 
 Executable::~Executable() {
+  client_->TrackExecutable(-1);
   Args<PJRT_LoadedExecutable_Destroy_Args> args;
   args->executable = raw_;
   PJRT_Error* err = client_->api()->PJRT_LoadedExecutable_Destroy(args.get());
@@ -325,8 +328,9 @@ Client::~Client() {
   // plugin, so we leave it to the OS like other PJRT hosts do.
 }
 
-void Client::Track(int device, int64_t delta) {
+void Client::Track(int device, int64_t delta, int count) {
   Counters& c = counters_[device];
+  c.buffers.fetch_add(count);
   int64_t now = c.in_use.fetch_add(delta) + delta;
   int64_t peak = c.peak.load();
   while (now > peak && !c.peak.compare_exchange_weak(peak, now)) {
@@ -334,7 +338,8 @@ void Client::Track(int device, int64_t delta) {
 }
 
 MemoryStats Client::memory_stats(int device) const {
-  return MemoryStats{counters_[device].in_use.load(), counters_[device].peak.load(), memory_limit_};
+  const Counters& c = counters_[device];
+  return MemoryStats{c.in_use.load(), c.peak.load(), memory_limit_, c.buffers.load()};
 }
 
 BufferPtr Client::FromHost(const void* data, DType dtype, const std::vector<int64_t>& dims,

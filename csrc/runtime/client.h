@@ -90,7 +90,8 @@ using ExecutablePtr = std::shared_ptr<Executable>;
 struct MemoryStats {
   int64_t in_use = 0;
   int64_t peak = 0;
-  int64_t limit = 0;  // 0 when the plugin does not say
+  int64_t limit = 0;    // 0 when the plugin does not say
+  int64_t buffers = 0;  // live buffers
 };
 
 // The key-value store a multi-process client exchanges its topology through (the c10d Store
@@ -170,9 +171,13 @@ class Client {
       const Executable& exe, const std::vector<std::vector<PJRT_Buffer*>>& args,
       const std::vector<int>& devices);
   MemoryStats memory_stats(int device) const;
+  // Executables loaded in the client now (all devices).
+  int64_t loaded_executables() const { return loaded_.load(); }
 
-  // Live-bytes accounting done by Buffer.
-  void Track(int device, int64_t delta);
+  // Live-bytes and buffer accounting done by Buffer (`count`: +1 made, -1 destroyed).
+  void Track(int device, int64_t delta, int count);
+  // Executable accounting done by Executable.
+  void TrackExecutable(int count) { loaded_.fetch_add(count); }
 
  private:
   // Wraps a loaded executable, refusing one whose output count is not outputs.size().
@@ -191,7 +196,9 @@ class Client {
   struct Counters {
     std::atomic<int64_t> in_use{0};
     std::atomic<int64_t> peak{0};
+    std::atomic<int64_t> buffers{0};
   };
+  std::atomic<int64_t> loaded_{0};
   std::unique_ptr<Counters[]> counters_;
   int64_t memory_limit_ = 0;
 };
