@@ -324,6 +324,9 @@ void RethrowAsTorchError(const std::string& op) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu cannot lower ", op, ": ", e.what());
   } catch (const std::invalid_argument& e) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu cannot lower ", op, ": ", e.what());
+  } catch (const std::bad_alloc&) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu ran out of host memory while running ", op,
+                     " (std::bad_alloc)");
   }
 }
 

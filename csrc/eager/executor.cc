@@ -221,6 +221,39 @@ size_t MaxLoadedPrograms() {
 }
 }  // namespace
 
+namespace {
+// Unloads the least recently used programs until at most `keep` stay loaded; returns how many
+// it unloaded. A program may still be running: the work issued so far finishes first.
+size_t Unload(size_t keep) {
+  ExecutableCache& cache = Cache();
+  std::vector<rt::ExecutablePtr> evicted;
+  {
+    std::lock_guard<std::mutex> lock(cache.mu);
+    while (cache.lru.size() > keep) {
+      cache.map.erase(cache.lru.back().first);
+      evicted.push_back(std::move(cache.lru.back().second));
+      cache.lru.pop_back();
+    }
+  }
+  if (evicted.empty()) return 0;
+  std::vector<std::shared_ptr<rt::Buffer>> last;
+  {
+    std::lock_guard<std::mutex> lock(Last().mu);
+    for (auto& [device, weak] : Last().last) {
+      if (auto b = weak.lock()) last.push_back(std::move(b));
+    }
+  }
+  for (const auto& b : last) b->Await();
+  return evicted.size();  // the executables are destroyed here, after that work
+}
+
+// XLA:CPU's JIT ran out of memory or of code mappings (its message quotes errno's ENOMEM).
+bool OutOfJitResources(const rt::Error& e) {
+  std::string_view msg = e.what();
+  return e.out_of_memory() || msg.find("Cannot allocate memory") != std::string_view::npos;
+}
+}  // namespace
+
 rt::ExecutablePtr Executable(const ir::Hash128& key, const std::function<ir::Graph()>& build,
                              const std::vector<int>& device_ids) {
   ExecutableCache& cache = Cache();
@@ -236,31 +269,36 @@ rt::ExecutablePtr Executable(const ir::Hash128& key, const std::function<ir::Gra
   // The disk cache is keyed by the program's own structural hash: `key` may be a fused trace's
   // key, whose meaning is private to this build of torchtpu.
   ir::Graph g = build();
-  rt::ExecutablePtr exe = LoadOrCompile(g, ir::StructuralHash(g), device_ids);
-  std::vector<rt::ExecutablePtr> evicted;
+  const ir::Hash128 h = ir::StructuralHash(g);
+  // Out of JIT resources: unload the older half of the loaded programs (they come back from
+  // the persistent cache when needed) and try once more; a second failure is the op's error.
+  auto retry = [&] {
+    size_t loaded;
+    {
+      std::lock_guard<std::mutex> lock(cache.mu);
+      loaded = cache.lru.size();
+    }
+    if (Unload(loaded / 2) == 0) throw;  // nothing to free: the failure stands
+    GetMetrics().retried_loads++;
+    return LoadOrCompile(g, h, device_ids);
+  };
+  rt::ExecutablePtr exe;
+  try {
+    exe = LoadOrCompile(g, h, device_ids);
+  } catch (const rt::Error& e) {
+    if (!OutOfJitResources(e)) throw;
+    exe = retry();
+  } catch (const std::bad_alloc&) {
+    exe = retry();
+  }
   {
     std::lock_guard<std::mutex> lock(cache.mu);
     if (cache.map.find(key) == cache.map.end()) {
       cache.lru.emplace_front(key, exe);
       cache.map.emplace(key, cache.lru.begin());
     }
-    while (cache.lru.size() > MaxLoadedPrograms()) {
-      cache.map.erase(cache.lru.back().first);
-      evicted.push_back(std::move(cache.lru.back().second));
-      cache.lru.pop_back();
-    }
   }
-  if (!evicted.empty()) {
-    // An evicted program may still be running: let all issued work finish before unloading it.
-    std::vector<std::shared_ptr<rt::Buffer>> last;
-    {
-      std::lock_guard<std::mutex> lock(Last().mu);
-      for (auto& [device, weak] : Last().last) {
-        if (auto b = weak.lock()) last.push_back(std::move(b));
-      }
-    }
-    for (const auto& b : last) b->Await();
-  }
+  Unload(MaxLoadedPrograms());
   return exe;
 }
 
@@ -310,6 +348,13 @@ OpError DescribeFailure(const rt::Error& e, const std::string& what) {
   std::string msg = e.what();
   if (e.out_of_memory()) {
     return OpError("tpu out of memory while running " + what + ": " + msg.substr(0, 300), true);
+  }
+  if (OutOfJitResources(e)) {
+    return OpError("tpu could not load the program of " + what +
+                       ": XLA ran out of memory for compiled code, even after unloading older "
+                       "programs (TORCHTPU_MAX_LOADED_PROGRAMS bounds how many stay loaded): " +
+                       msg.substr(0, 300),
+                   false);
   }
   // Compiler diagnostics quote the whole module: keep only the first error line.
   if (msg.rfind("PJRT_Client_Compile", 0) == 0) {

@@ -43,6 +43,8 @@ struct Metrics {
   // programs of their own.
   std::atomic<int64_t> fused_collectives{0};
   std::atomic<int64_t> lone_collectives{0};
+  // Loads that ran out of JIT resources and were retried after unloading older programs.
+  std::atomic<int64_t> retried_loads{0};
 };
 
 Metrics& GetMetrics();

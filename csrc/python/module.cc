@@ -41,6 +41,7 @@ py::dict Metrics() {
   d["flushes"] = m.flushes.load();
   d["fused_collectives"] = m.fused_collectives.load();
   d["lone_collectives"] = m.lone_collectives.load();
+  d["retried_loads"] = m.retried_loads.load();
   d["loaded_programs"] = eager::Client().loaded_executables();  // a gauge: never reset
   return d;
 }
@@ -57,6 +58,7 @@ void ResetMetrics() {
   m.flushes = 0;
   m.fused_collectives = 0;
   m.lone_collectives = 0;
+  m.retried_loads = 0;
 }
 
 const char* ModeName(eager::Mode m) {
