@@ -80,10 +80,11 @@ def _register() -> None:
     if dist.is_available():
         distributed.register()
 
-    from . import _dlpack, _inductor
+    from . import _dlpack, _inductor, _multiprocessing
 
     _inductor.install()
     _dlpack.install()
+    _multiprocessing.install()
 
 
 _register()

@@ -48,7 +48,9 @@ def is_initialized() -> bool:
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """True in a process forked after this one's parent started the device: tpu is unusable
+    there (as CUDA is), and ops raise; use the 'spawn' start method."""
+    return _C._in_bad_fork()
 
 
 def current_device() -> int:

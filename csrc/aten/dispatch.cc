@@ -592,6 +592,7 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
                                 "' is not currently implemented for the tpu device. Set ",
                                 "TORCHTPU_CPU_FALLBACK=1 to run it on the CPU instead (slow).");
   }
+  CheckNotForked();
   call.args.assign(stack->end() - schema.arguments().size(), stack->end());
   ExpandMaskIndices(call.args);
   call.device = OpDevice(call.args);

@@ -137,6 +137,7 @@ void FromHost(const at::Tensor& src, const at::Tensor& dst) {
 }
 
 at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& dst, bool) {
+  CheckNotForked();
   if (dst.numel() == 0) return dst;
   try {
     if (IsTpu(self) && IsTpu(dst) && self.device() == dst.device()) {
@@ -164,6 +165,7 @@ at::Tensor CopyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 at::Scalar LocalScalarDense(const at::Tensor& self) {
+  CheckNotForked();
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
               " elements cannot be converted to Scalar");
   try {

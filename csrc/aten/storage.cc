@@ -16,9 +16,21 @@ std::string Gib(double bytes) {
   return buf;
 }
 
+}  // namespace
+
+void CheckNotForked() {
+  TORCH_CHECK(!rt::InForkedChild(),
+              "Cannot re-initialize tpu in forked subprocess. To use tpu with multiprocessing, "
+              "you must use the 'spawn' start method (a DataLoader: multiprocessing_context="
+              "'spawn'), or create tpu tensors in the main process");
+}
+
+namespace {
+
 class Allocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
+    CheckNotForked();
     int device = c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index();
     rt::MemoryStats stats = eager::Client().memory_stats(device);
     // Storage is lazy, so check the request against the device now, like CUDA would.

@@ -27,6 +27,10 @@ void Assign(const c10::Storage& storage, eager::LazyPtr value);
 
 c10::Allocator* TpuAllocator();
 
+// Raises CUDA's error for a forked subprocess when this process was forked from one that had
+// started the device (the PJRT client's threads do not survive fork).
+void CheckNotForked();
+
 // Grows or shrinks a storage in place (keeping its slot): used by resize_ and FSDP2.
 void ResizeStorageBytes(const c10::Storage& storage, size_t nbytes);
 

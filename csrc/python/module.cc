@@ -119,6 +119,7 @@ PYBIND11_MODULE(_C, m) {
     return d;
   });
   m.def("reset_metrics", &ResetMetrics);
+  m.def("_in_bad_fork", [] { return rt::InForkedChild(); });
   m.def("memory_stats", [](int device) {
     {
       py::gil_scoped_release release;

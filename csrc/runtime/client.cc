@@ -1,6 +1,7 @@
 #include "runtime/client.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -125,6 +126,12 @@ std::string CompileOptionsBytes(const std::vector<int>& device_ids) {
   return out;
 }
 
+namespace {
+std::atomic<bool> g_forked{false};
+}  // namespace
+
+bool InForkedChild() { return g_forked.load(std::memory_order_relaxed); }
+
 Buffer::Buffer(Client* client, PJRT_Buffer* raw, DType dtype, std::vector<int64_t> dims, int device)
     : client_(client), raw_(raw), dtype_(dtype), dims_(std::move(dims)), device_(device) {
   client_->Track(device_, nbytes(), 1);
@@ -132,6 +139,7 @@ Buffer::Buffer(Client* client, PJRT_Buffer* raw, DType dtype, std::vector<int64_
 
 Buffer::~Buffer() {
   client_->Track(device_, -nbytes(), -1);
+  if (InForkedChild()) return;  // the plugin's threads did not survive fork: leave it alone
   Args<PJRT_Buffer_Destroy_Args> args;
   args->buffer = raw_;
   PJRT_Error* err = client_->api()->PJRT_Buffer_Destroy(args.get());
@@ -226,6 +234,7 @@ Executable::Executable(Client* client, PJRT_LoadedExecutable* raw, std::vector<S
 
 Executable::~Executable() {
   client_->TrackExecutable(-1);
+  if (InForkedChild()) return;
   Args<PJRT_LoadedExecutable_Destroy_Args> args;
   args->executable = raw_;
   PJRT_Error* err = client_->api()->PJRT_LoadedExecutable_Destroy(args.get());
@@ -237,6 +246,9 @@ Executable::~Executable() {
 }
 
 Client::Client(const ClientOptions& options) : plugin_path_(options.plugin_path) {
+  // A child forked after this point inherits the client without the plugin's threads.
+  static const int registered = pthread_atfork(nullptr, nullptr, [] { g_forked.store(true); });
+  (void)registered;
   // RTLD_LOCAL keeps the plugin's LLVM away from everyone else's; never dlclose it.
   void* handle = dlopen(options.plugin_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {

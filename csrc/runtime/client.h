@@ -35,6 +35,10 @@ class Error : public std::runtime_error {
 
 class Client;
 
+// True in a process forked from one that had created a Client: the client (and every buffer
+// and executable of it) is unusable there, as CUDA's context is after fork.
+bool InForkedChild();
+
 // An immutable device buffer. Destroyed with its last shared_ptr.
 class Buffer {
  public:
