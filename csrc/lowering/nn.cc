@@ -942,30 +942,76 @@ Value ApplyBins(Ctx& c, Value x, Value m, int64_t axis, int64_t mdim) {
   return ir::Transpose(c.g, y, perm);
 }
 
-V AdaptiveAvgPool(Ctx& c) {
+// Over the last `n` (2 or 3) dims: each output bin is the mean of its input bin.
+V AdaptiveAvgPool(Ctx& c, int64_t n) {
   DType acc = AccOf(c.out[0].dtype);
-  Value x = Cast(c, c.In("self"), acc);
-  const Dims& in = c.T(x).dims;
+  Value y = Cast(c, c.In("self"), acc);
+  const Dims in = c.T(y).dims;
   const Dims& out = c.out[0].dims;
-  int64_t r = c.T(x).rank();
-  auto [mh, nh] = Bins(c, in[r - 2], out[r - 2], acc);
-  auto [mw, nw] = Bins(c, in[r - 1], out[r - 1], acc);
-  Value y = ApplyBins(c, ApplyBins(c, x, mh, r - 2, 1), mw, r - 1, 1);
-  y = Div(c, y, ir::BroadcastInDim(c.g, nh, out, {r - 2}));
-  return Done(c, Div(c, y, ir::BroadcastInDim(c.g, nw, out, {r - 1})));
+  int64_t r = static_cast<int64_t>(in.size());
+  for (int64_t a = r - n; a < r; ++a) {
+    auto [m, count] = Bins(c, in[a], out[a], acc);
+    y = ApplyBins(c, y, m, a, 1);
+    y = Div(c, y, ir::BroadcastInDim(c.g, count, c.T(y).dims, {a}));
+  }
+  return Done(c, y);
 }
 
-V AdaptiveAvgPoolBackward(Ctx& c) {
+V AdaptiveAvgPoolBackward(Ctx& c, int64_t n) {
   DType acc = AccOf(c.out[0].dtype);
   Value g = Cast(c, c.In("grad_output"), acc);
   const Dims& in = c.out[0].dims;
   const Dims out = c.T(g).dims;
-  int64_t r = c.T(g).rank();
-  auto [mh, nh] = Bins(c, in[r - 2], out[r - 2], acc);
-  auto [mw, nw] = Bins(c, in[r - 1], out[r - 1], acc);
-  g = Div(c, g, ir::BroadcastInDim(c.g, nh, out, {r - 2}));
-  g = Div(c, g, ir::BroadcastInDim(c.g, nw, out, {r - 1}));
-  return Done(c, ApplyBins(c, ApplyBins(c, g, mh, r - 2, 0), mw, r - 1, 0));
+  int64_t r = static_cast<int64_t>(out.size());
+  for (int64_t a = r - n; a < r; ++a) {
+    auto [m, count] = Bins(c, in[a], out[a], acc);
+    g = Div(c, g, ir::BroadcastInDim(c.g, count, c.T(g).dims, {a}));
+    g = ApplyBins(c, g, m, a, 0);
+  }
+  return Done(c, g);
+}
+
+// hardshrink and softshrink: zero inside [-lambd, lambd]; softshrink moves the rest by lambd.
+V Shrink(Ctx& c, bool soft) {
+  Value x = Arg(c, "self"), l = ScalarLike(c, "lambd", x);
+  Value above = Cmp(c, x, l, "GT"), below = Cmp(c, x, Un(c, "stablehlo.negate", l), "LT");
+  Value kept = soft ? Sel(c, above, Sub(c, x, l), Add(c, x, l)) : x;
+  return Done(c, Sel(c, Or(c, above, below), kept, K(c, 0, x)));
+}
+
+V ShrinkBackward(Ctx& c) {
+  Value g = Arg(c, c.Has("grad_out") ? "grad_out" : "grad_output"), x = Arg(c, "self");
+  Value l = ScalarLike(c, "lambd", x);
+  Value outside = Or(c, Cmp(c, x, l, "GT"), Cmp(c, x, Un(c, "stablehlo.negate", l), "LT"));
+  return Done(c, Sel(c, outside, g, K(c, 0, g)));
+}
+
+// glu: the first half of `dim` times the sigmoid of the second.
+std::pair<Value, Value> Halves(Ctx& c, Value x, int64_t dim) {
+  Dims d = c.T(x).dims, start(d.size(), 0), mid = d;
+  dim = dim < 0 ? dim + static_cast<int64_t>(d.size()) : dim;
+  mid[dim] = d[dim] / 2;
+  Dims from = start;
+  from[dim] = d[dim] / 2;
+  return {ir::Slice(c.g, x, start, mid), ir::Slice(c.g, x, from, d)};
+}
+
+V Glu(Ctx& c) {
+  Value x = Cast(c, c.In("self"), AccOf(c.out[0].dtype));
+  auto [a, b] = Halves(c, x, c.Int("dim"));
+  return Done(c, Mul(c, a, Un(c, "stablehlo.logistic", b)));
+}
+
+V GluBackward(Ctx& c) {
+  DType acc = AccOf(c.out[0].dtype);
+  Value x = Cast(c, c.In("self"), acc), g = Cast(c, c.In("grad_output"), acc);
+  int64_t dim = c.Int("dim");
+  auto [a, b] = Halves(c, x, dim);
+  Value s = Un(c, "stablehlo.logistic", b);
+  Value ga = Mul(c, g, s);
+  Value gb = Mul(c, Mul(c, ga, a), Sub(c, K(c, 1, s), s));
+  dim = dim < 0 ? dim + c.T(x).rank() : dim;
+  return Done(c, ir::Concat(c.g, {ga, gb}, dim));
 }
 
 }  // namespace
@@ -1014,8 +1060,16 @@ V LogitBackward(Ctx& c) {
 }
 
 void AddNnRules(RuleMap& m) {
-  m["aten::_adaptive_avg_pool2d"] = AdaptiveAvgPool;
-  m["aten::_adaptive_avg_pool2d_backward"] = AdaptiveAvgPoolBackward;
+  m["aten::_adaptive_avg_pool2d"] = +[](Ctx& c) { return AdaptiveAvgPool(c, 2); };
+  m["aten::_adaptive_avg_pool2d_backward"] = +[](Ctx& c) { return AdaptiveAvgPoolBackward(c, 2); };
+  m["aten::_adaptive_avg_pool3d"] = +[](Ctx& c) { return AdaptiveAvgPool(c, 3); };
+  m["aten::_adaptive_avg_pool3d_backward"] = +[](Ctx& c) { return AdaptiveAvgPoolBackward(c, 3); };
+  m["aten::glu"] = Glu;
+  m["aten::glu_backward"] = GluBackward;
+  m["aten::hardshrink"] = +[](Ctx& c) { return Shrink(c, false); };
+  m["aten::hardshrink_backward"] = ShrinkBackward;
+  m["aten::softshrink"] = +[](Ctx& c) { return Shrink(c, true); };
+  m["aten::softshrink_backward"] = ShrinkBackward;
   m["aten::_native_batch_norm_legit"] =
       +[](Ctx& c) { return BatchNorm(c, c.Bool("training", false), false); };
   m["aten::_native_batch_norm_legit_functional"] =
