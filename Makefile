@@ -47,7 +47,7 @@ tsan: system-deps $(VENV)/.deps
 	  -DPython3_EXECUTABLE=$(BIN)/python -DCMAKE_CXX_FLAGS=-fsanitize=thread \
 	  -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread
 	cmake --build build/tsan -j2 --target tpu_cc_tests
-	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/cpp/tsan.supp" \
+	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
 	  TORCHTPU_PJRT_PLUGIN=$(PLUGIN) ./tpu_cc_tests
 
 py-test: build

@@ -12,27 +12,14 @@ import torchtpu
 
 
 def llama_step(device: torch.device):
-    examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples")
-    sys.path.insert(0, examples)
+    """benchmarks/llama_train.py's step (the finetune_llama.py model), as the soak runs it."""
+    bench = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks")
+    sys.path.insert(0, bench)
     try:
-        from instruct_data import batches
-        from llama_config import small_llama_config
-        from transformers import LlamaForCausalLM
+        from llama_train import train_step  # it adds examples/ to the path itself
     finally:
-        sys.path.remove(examples)
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(small_llama_config()).to(device).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    batch = {k: v.to(device) for k, v in batches(1, 8, 24, seed=0)[0].items()}
-
-    def step() -> float:
-        loss = model(**batch).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss.item()
-
-    return step
+        sys.path.remove(bench)
+    return train_step(device)
 
 
 def footprint() -> dict[str, int]:
