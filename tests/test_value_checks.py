@@ -60,6 +60,9 @@ BAD = {
     "multinomial nan": lambda d: torch.multinomial(torch.tensor([0.5, float("nan")], device=d), 1),
     "multinomial zero": lambda d: torch.multinomial(torch.zeros(2, 3, device=d), 1),
     "bernoulli": lambda d: torch.bernoulli(torch.tensor([0.5, 1.5], device=d)),
+    "multi_margin_loss": lambda d: F.multi_margin_loss(
+        torch.ones(2, 3, device=d), torch.tensor([0, 3], device=d)
+    ),
 }
 
 # The same ops with good inputs (negative indices where PyTorch lets them wrap, ignore_index).

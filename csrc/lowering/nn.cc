@@ -579,6 +579,72 @@ V NllLossBackward(Ctx& c) {
   return {OutAs(c, 0, Sel(c, hit, Bc(c, coef, n.x, n.tmap), K(c, 0, n.x)))};
 }
 
+// multi_margin_loss over [N, C] rows (a vector or a scalar is one row): for each class j other
+// than the target y, w[y] * max(0, margin - x[y] + x[j])^p / C, summed over j.
+struct Margin {
+  Value x, hit, z, wy;  // x, hit, z: [N, C]; wy: [N] (target's weight, or 1)
+  int64_t n, classes;
+};
+
+Margin MarginPrep(Ctx& c) {
+  Margin m;
+  DType acc = AccOf(c.T(c.In("self")).dtype);
+  Value x = Cast(c, c.In("self"), acc);
+  m.classes = c.T(x).rank() == 0 ? 1 : c.T(x).dims.back();
+  m.n = c.T(x).numel() / std::max<int64_t>(m.classes, 1);
+  m.x = ir::Reshape(c.g, x, {m.n, m.classes});
+  Value t = ir::Reshape(c.g, Cast(c, c.In("target"), DType::kS64), {m.n});
+  ExpectIndex(c, t, m.classes, false, "RuntimeError", "target out of range");
+  Value cls = ir::Iota(c.g, Type{DType::kS64, {m.n, m.classes}}, 1);
+  m.hit = Cmp(c, cls, ir::BroadcastInDim(c.g, t, {m.n, m.classes}, {0}), "EQ");
+  Value xy = Sum(c, Sel(c, m.hit, m.x, K(c, 0, m.x)), {1});
+  Value margin = Cast(c, c.In("margin"), acc, {m.n, m.classes});
+  m.z = Add(c, Sub(c, margin, ir::BroadcastInDim(c.g, xy, {m.n, m.classes}, {0})), m.x);
+  m.wy = K(c, 1, xy);
+  if (c.Has("weight")) {
+    Value w = ir::BroadcastInDim(c.g, Cast(c, c.In("weight"), acc), {m.n, m.classes}, {1});
+    m.wy = Sum(c, Sel(c, m.hit, w, K(c, 0, w)), {1});
+  }
+  return m;
+}
+
+Value IsSquared(Ctx& c, const Margin& m) {
+  Value p = Cast(c, c.In("p"), c.T(m.z).dtype, c.T(m.z).dims);
+  return Cmp(c, p, K(c, 2, p), "EQ");
+}
+
+V MultiMarginLoss(Ctx& c) {
+  Margin m = MarginPrep(c);
+  Value active = Sel(c, Cmp(c, m.z, K(c, 0, m.z), "GT"), m.z, K(c, 0, m.z));
+  Value squared = IsSquared(c, m);  // p is a runtime Scalar (1 or 2, checked by Meta)
+  active = Sel(c, squared, Mul(c, active, active), active);
+  Value per_row = Sum(c, Sel(c, m.hit, K(c, 0, active), active), {1});
+  per_row = Div(c, Mul(c, per_row, m.wy), K(c, static_cast<double>(m.classes), per_row));
+  int64_t red = c.Int("reduction", 1);
+  if (red == 0) return {OutAs(c, 0, per_row)};
+  Value total = Sum(c, per_row, {0});
+  return {OutAs(c, 0, red == 1 ? Div(c, total, K(c, static_cast<double>(m.n), total)) : total)};
+}
+
+V MultiMarginLossBackward(Ctx& c) {
+  Margin m = MarginPrep(c);
+  Value on = And(c, Cmp(c, m.z, K(c, 0, m.z), "GT"), Un(c, "stablehlo.not", m.hit));
+  Value d = Sel(c, IsSquared(c, m), Scale(c, m.z, 2), K(c, 1, m.z));
+  Value scale = Div(c, m.wy, K(c, static_cast<double>(m.classes), m.wy));  // [N]
+  Value g = Cast(c, c.In("grad_output"), c.T(scale).dtype);
+  if (c.Int("reduction", 1) == 0 && c.T(g).numel() == m.n) {
+    scale = Mul(c, scale, ir::Reshape(c.g, g, {m.n}));
+  } else {
+    g = ir::BroadcastInDim(c.g, ir::Reshape(c.g, g, {}), {m.n}, {});
+    scale = Mul(c, scale, g);
+    if (c.Int("reduction", 1) == 1) scale = Div(c, scale, K(c, static_cast<double>(m.n), scale));
+  }
+  Value gj =
+      Sel(c, on, Mul(c, d, ir::BroadcastInDim(c.g, scale, {m.n, m.classes}, {0})), K(c, 0, m.z));
+  Value gy = ir::BroadcastInDim(c.g, Sum(c, gj, {1}), {m.n, m.classes}, {0});
+  return {OutAs(c, 0, Sel(c, m.hit, Un(c, "stablehlo.negate", gy), gj))};
+}
+
 // ---------------------------------------------------------------------------------------------
 // Convolution (NC + spatial layout). Padding is applied with stablehlo.pad, which allows
 // negative (cropping) edges, so every convolution below runs with zero padding.
@@ -1113,6 +1179,8 @@ void AddNnRules(RuleMap& m) {
   m["aten::mish"] = Mish;
   m["aten::mish_backward"] = MishBackward;
   m["aten::mse_loss"] = MseLoss;
+  m["aten::multi_margin_loss"] = MultiMarginLoss;
+  m["aten::multi_margin_loss_backward"] = MultiMarginLossBackward;
   m["aten::mse_loss_backward"] = MseLossBackward;
   m["aten::native_batch_norm"] =
       +[](Ctx& c) { return BatchNorm(c, c.Bool("training", false), false); };
