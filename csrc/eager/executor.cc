@@ -391,23 +391,23 @@ LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
     c.lru.splice(c.lru.begin(), c.lru, it->second);
     return it->second->second;
   }
+  auto upload = [&] {  // outside the lock
+    lock.unlock();
+    LazyPtr b = Lazy::Of(Client().FromHost(bits, t, {}, device), device);
+    lock.lock();
+    return b;
+  };
   auto again =
       std::find_if(c.seen.begin(), c.seen.end(), [&](const auto& s) { return s.first == key; });
   if (again == c.seen.end()) {
-    lock.unlock();  // uploads run outside the lock
-    LazyPtr b = Lazy::Of(Client().FromHost(bits, t, {}, device), device);
-    lock.lock();
+    LazyPtr b = upload();
     c.seen.emplace_back(key, b);
     if (c.seen.size() > kSeenOnce) c.seen.pop_front();
     return b;
   }
   LazyPtr b = again->second.lock();
   c.seen.erase(again);
-  if (b == nullptr) {
-    lock.unlock();
-    b = Lazy::Of(Client().FromHost(bits, t, {}, device), device);
-    lock.lock();
-  }
+  if (b == nullptr) b = upload();
   if (c.kept.count(key) != 0) return b;  // another thread kept it meanwhile
   c.lru.emplace_front(key, b);
   c.kept.emplace(key, c.lru.begin());
