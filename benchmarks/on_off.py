@@ -1,9 +1,12 @@
-"""What value checks cost: the finetune_llama.py training step in fused mode (forward, backward,
-AdamW, `loss.item()`) with the index and target checks on and off, in one process, rounds
-alternating so that machine noise falls on both. Its checked ops are the embedding lookup and the
-cross-entropy target.
+"""What a fused-mode feature costs or saves, with the feature on and off, in one process, rounds
+alternating so that machine noise falls on both. Workloads: the finetune_llama.py training step
+(forward, backward, AdamW, `loss.item()`) and a loop of in-place updates of a 16 MiB tensor
+(`x.mul_(0.5).add_(y)`, then a sync).
 
-python benchmarks/value_checks.py [--steps N] [--rounds N]
+- `checks`: the index and target value checks (the embedding lookup and the cross-entropy target)
+- `donation`: parameter buffers given to programs for their results (in-place updates)
+
+python benchmarks/on_off.py checks|donation [--steps N] [--rounds N]
 """
 
 from __future__ import annotations
@@ -11,46 +14,60 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 
 import torch
 from llama_train import BATCH, SEQ, train_step
 
 import torchtpu
 
+SWITCHES = {"checks": torchtpu._C._set_checks, "donation": torchtpu._C._set_donation}
+
 
 def main() -> None:
     p = argparse.ArgumentParser()
+    p.add_argument("switch", choices=sorted(SWITCHES))
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--rounds", type=int, default=4)
     args = p.parse_args()
+    switch = SWITCHES[args.switch]
     device = torchtpu.get_device()
     torchtpu.set_mode("fused")
-    step = train_step(device)
+    x, y = torch.zeros(1 << 22, device=device), torch.ones(1 << 22, device=device)
 
+    def in_place() -> None:
+        x.mul_(0.5).add_(y)
+        torch.tpu.synchronize()
+
+    workloads = {f"Llama train step, batch {BATCH}x{SEQ}": train_step(device),
+                 "in-place update, 16 MiB": in_place}
+    print(f"fused mode, median of {args.rounds} alternating rounds of {args.steps} steps; "
+          f"platform {torchtpu.platform()}")
+    print(f"{'workload':34s} {args.switch + ' on':>10s} {args.switch + ' off':>10s} {'on/off':>7s}")
+    for name, step in workloads.items():
+        on, off = alternating(step, switch, args.steps, args.rounds)
+        print(f"{name:34s} {on * 1e3:8.2f}ms {off * 1e3:8.2f}ms {100 * (on - off) / off:+6.1f}%")
+    switch(True)
+
+
+def alternating(step: Callable[[], object], switch: Callable[[bool], None], steps: int,
+                rounds: int) -> tuple[float, float]:
+    """Median seconds per step with the switch on and off, rounds alternating."""
     times: dict[bool, list[float]] = {True: [], False: []}
     for on in (True, False):  # warm-up: each setting compiles its own programs
-        torchtpu._C._set_checks(on)
+        switch(on)
         for _ in range(3):
             step()
-    for r in range(2 * args.rounds):
+    for r in range(2 * rounds):
         on = r % 2 == 0
-        torchtpu._C._set_checks(on)
+        switch(on)
         torch.tpu.synchronize()
         start = time.perf_counter()
-        for _ in range(args.steps):
+        for _ in range(steps):
             step()
         torch.tpu.synchronize()
-        times[on].append((time.perf_counter() - start) / args.steps)
-    torchtpu._C._set_checks(True)
-    on, off = statistics.median(times[True]), statistics.median(times[False])
-    print(
-        f"Llama train step, fused, batch {BATCH}x{SEQ}, median of {args.rounds} alternating "
-        f"rounds of {args.steps} steps; platform {torchtpu.platform()}"
-    )
-    print(f"{'checks':10s} {'step ms':>9s}")
-    print(f"{'on':10s} {on * 1e3:9.1f}")
-    print(f"{'off':10s} {off * 1e3:9.1f}")
-    print(f"cost: {100 * (on - off) / off:+.1f}%")
+        times[on].append((time.perf_counter() - start) / steps)
+    return statistics.median(times[True]), statistics.median(times[False])
 
 
 if __name__ == "__main__":

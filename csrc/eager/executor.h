@@ -45,6 +45,8 @@ struct Metrics {
   std::atomic<int64_t> lone_collectives{0};
   // Loads that ran out of JIT resources and were retried after unloading older programs.
   std::atomic<int64_t> retried_loads{0};
+  // Parameter buffers given to fused programs for their outputs (input-output aliasing).
+  std::atomic<int64_t> donated_buffers{0};
 };
 
 Metrics& GetMetrics();

@@ -58,6 +58,10 @@ using MeetFn = std::function<std::vector<rt::BufferPtr>(
     const std::function<ir::Graph()>& build)>;
 void SetMeet(MeetFn meet);
 
+// Buffer donation on or off (TORCHTPU_DONATE=0 starts it off): for benchmarks, on against off
+// in one process.
+void SetDonation(bool on);
+
 class Trace {
  public:
   explicit Trace(int device) : device_(device) {}
@@ -131,6 +135,13 @@ class Trace {
   std::optional<OpError> RunPart(Taken& t, const std::vector<char>& part, char which,
                                  const std::vector<char>& needed_later, Program* program = nullptr,
                                  std::vector<uint32_t>* program_outputs = nullptr);
+  // The {parameter, output} pairs of a part's program whose output may reuse the parameter's
+  // buffer: buffers that nothing outside the trace holds any more (in-place updates), given to
+  // an output of the same type. Off with TORCHTPU_DONATE=0.
+  static std::vector<std::pair<int64_t, int64_t>> Donations(
+      const Taken& t, const std::vector<char>& part, char which,
+      const std::vector<rt::BufferPtr>& params, const std::vector<int64_t>& param_src,
+      const std::vector<uint32_t>& outputs);
   // Runs a part op by op after its program failed: every value that does not depend on the
   // failing op is computed; returns the first failure, naming the op and where it was recorded.
   // Each collective meets the other ranks on its own, or fails with `met` (its meeting failed).

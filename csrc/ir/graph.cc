@@ -94,6 +94,10 @@ struct Hasher {
       for (const auto& r : n.regions) Mix(*r);
     }
     for (Value v : g.results) Mix(static_cast<uint64_t>(v));
+    for (const auto& [param, result] : g.donations) {
+      Mix(static_cast<uint64_t>(param));
+      Mix(static_cast<uint64_t>(result));
+    }
   }
 };
 
@@ -107,6 +111,11 @@ class Printer {
     for (size_t i = 0; i < g.params.size(); ++i) {
       if (i) out += ", ";
       out += Name(prefix, g, g.params[i]) + ": " + g.type(g.params[i]).str();
+      for (const auto& [param, result] : g.donations) {
+        if (param == static_cast<int64_t>(i)) {
+          out += " {tf.aliasing_output = " + std::to_string(result) + " : i32}";
+        }
+      }
     }
     out += ") -> (";
     for (size_t i = 0; i < g.results.size(); ++i) {

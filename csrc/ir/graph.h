@@ -7,6 +7,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/dtype.h"
@@ -43,6 +44,9 @@ struct Graph {
   std::vector<Value> params;   // block arguments, in order
   std::vector<Node> nodes;     // in program order
   std::vector<Value> results;  // returned values
+  // Buffer donation: {param index, result index} pairs whose result may reuse the param's
+  // memory (the caller gives the param's buffer up when it runs the program).
+  std::vector<std::pair<int64_t, int64_t>> donations;
 
   const Type& type(Value v) const { return types.at(v); }
   Value Param(Type t);

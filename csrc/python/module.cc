@@ -42,6 +42,7 @@ py::dict Metrics() {
   d["fused_collectives"] = m.fused_collectives.load();
   d["lone_collectives"] = m.lone_collectives.load();
   d["retried_loads"] = m.retried_loads.load();
+  d["donated_buffers"] = m.donated_buffers.load();
   d["loaded_programs"] = eager::Client().loaded_executables();  // a gauge: never reset
   return d;
 }
@@ -59,6 +60,7 @@ void ResetMetrics() {
   m.fused_collectives = 0;
   m.lone_collectives = 0;
   m.retried_loads = 0;
+  m.donated_buffers = 0;
 }
 
 const char* ModeName(eager::Mode m) {
@@ -103,6 +105,7 @@ PYBIND11_MODULE(_C, m) {
     }
   });
   m.def("_set_checks", &eager::SetChecksEnabled);
+  m.def("_set_donation", &eager::SetDonation);
   m.def("_checks", &eager::ChecksEnabled);
   m.def("metrics", &Metrics);
   m.def("_configure_cache", [](const std::string& dir, const std::string& version, int64_t max) {

@@ -154,14 +154,36 @@ int64_t Buffer::numel() const {
   return std::accumulate(dims_.begin(), dims_.end(), int64_t{1}, std::multiplies<>());
 }
 
-void Buffer::Await() const {
-  Args<PJRT_Buffer_ReadyEvent_Args> args;
+bool Buffer::Donated() const {
+  Args<PJRT_Buffer_IsDeleted_Args> args;
   args->buffer = raw_;
-  TPU_PJRT(client_->api(), Buffer_ReadyEvent, args);
-  AwaitEvent(client_->api(), args->event, "PJRT_Event_Await");
+  TPU_PJRT(client_->api(), Buffer_IsDeleted, args);
+  return args->is_deleted;
+}
+
+// A buffer given to a later program is done with: the program that consumed it ran after the one
+// that computed it. Events and syncs that still hold it (weakly) see it as ready.
+void Buffer::Await() const {
+  try {
+    Args<PJRT_Buffer_ReadyEvent_Args> args;
+    args->buffer = raw_;
+    TPU_PJRT(client_->api(), Buffer_ReadyEvent, args);
+    AwaitEvent(client_->api(), args->event, "PJRT_Event_Await");
+  } catch (const Error&) {
+    if (!Donated()) throw;
+  }
 }
 
 bool Buffer::IsReady() const {
+  try {
+    return IsReadyOrThrow();
+  } catch (const Error&) {
+    if (!Donated()) throw;
+    return true;
+  }
+}
+
+bool Buffer::IsReadyOrThrow() const {
   Args<PJRT_Buffer_ReadyEvent_Args> args;
   args->buffer = raw_;
   TPU_PJRT(client_->api(), Buffer_ReadyEvent, args);

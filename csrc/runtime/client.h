@@ -56,6 +56,8 @@ class Buffer {
   // Blocks until the value is computed; throws the execution's error if it failed.
   void Await() const;
   bool IsReady() const;
+  // Whether a program was given this buffer (input-output aliasing): its memory is gone.
+  bool Donated() const;
   // Calls `fn` (on a runtime thread) once the value is computed or has failed.
   void OnReady(std::function<void()> fn) const;
   // Copies the (dense, row-major) value to host memory; blocks.
@@ -64,6 +66,8 @@ class Buffer {
   void* UnsafePointer() const;
 
  private:
+  bool IsReadyOrThrow() const;
+
   Client* client_;
   PJRT_Buffer* raw_;
   DType dtype_;

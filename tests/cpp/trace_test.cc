@@ -14,8 +14,6 @@
 namespace tpu::eager {
 namespace {
 
-const ir::Type kVec{rt::DType::kF32, {4}};
-
 class TraceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -30,23 +28,25 @@ class TraceTest : public ::testing::Test {
   }
   void TearDown() override { SetMode(Mode::kStrict); }
 
-  static LazyPtr Upload(float v) {
-    std::vector<float> host(4, v);
-    return Lazy::Of(Client().FromHost(host.data(), rt::DType::kF32, {4}, 0), 0);
+  static LazyPtr Upload(float v, int64_t n = 4) {
+    std::vector<float> host(n, v);
+    return Lazy::Of(Client().FromHost(host.data(), rt::DType::kF32, {n}, 0), 0);
   }
   // x * a + b as one recorded op (`op` != "" emits an op XLA does not know).
   static LazyPtr Affine(const LazyPtr& x, float a, float b, const char* bogus = nullptr) {
     ir::Graph g;
-    ir::Value p = g.Param(kVec);
-    ir::Value y = ir::Binary(g, "stablehlo.multiply", p, ir::Constant(g, a, rt::DType::kF32, {4}));
-    y = ir::Binary(g, bogus ? bogus : "stablehlo.add", y, ir::Constant(g, b, rt::DType::kF32, {4}));
+    const std::vector<int64_t>& dims = x->type.dims;
+    ir::Value p = g.Param(x->type);
+    ir::Value y = ir::Binary(g, "stablehlo.multiply", p, ir::Constant(g, a, rt::DType::kF32, dims));
+    y = ir::Binary(g, bogus ? bogus : "stablehlo.add", y,
+                   ir::Constant(g, b, rt::DType::kF32, dims));
     g.results = {y};
     return Submit(std::move(g), {x}, 0, "test::affine")[0];
   }
   static float Read(const LazyPtr& v) {
-    std::vector<float> host(4);
+    std::vector<float> host(v->type.numel());
     Materialize(v)->ToHost(host.data(), host.size() * sizeof(float));
-    return host[0];
+    return host.back();
   }
 };
 
@@ -142,6 +142,49 @@ TEST_F(TraceTest, AFailureNamesTheOpAndSparesIndependentValues) {
   }
   EXPECT_EQ(Read(good), 4.0f);
   EXPECT_THROW(Read(after_bad), OpError);  // depends on the failed op: its value is lost
+}
+
+constexpr int64_t kDonatable = 1 << 18;  // floats: 1 MiB, the smallest buffer donated
+
+TEST_F(TraceTest, ABufferNobodyElseHoldsIsDonatedToTheProgram) {
+  Metrics& m = GetMetrics();
+  LazyPtr x = Upload(1, kDonatable);
+  rt::BufferPtr old = x->buf;
+  std::weak_ptr<rt::Buffer> gone = old;
+  old.reset();
+  int64_t donated = m.donated_buffers;
+  x = Affine(x, 2, 1);  // an in-place update: x's old value is held by the trace only
+  EXPECT_EQ(Read(x), 3.0f);
+  EXPECT_EQ(m.donated_buffers, donated + 1);
+  EXPECT_TRUE(gone.expired());
+}
+
+TEST_F(TraceTest, ABufferSomeoneHoldsIsNotDonated) {
+  Metrics& m = GetMetrics();
+  LazyPtr x = Upload(1, kDonatable);
+  int64_t donated = m.donated_buffers;
+  LazyPtr y = Affine(x, 2, 1);
+  EXPECT_EQ(Read(y), 3.0f);
+  EXPECT_EQ(m.donated_buffers, donated);
+  EXPECT_FALSE(x->buf->Donated());
+  EXPECT_EQ(Read(x), 1.0f);
+  // Small buffers stay: 0-d values are shared through the scalar cache.
+  LazyPtr s = Upload(1, 4);
+  s = Affine(s, 2, 1);
+  EXPECT_EQ(Read(s), 3.0f);
+  EXPECT_EQ(m.donated_buffers, donated);
+}
+
+TEST_F(TraceTest, ABufferTheOtherPartReadsIsNotDonated) {
+  Metrics& m = GetMetrics();
+  LazyPtr x = Upload(1, kDonatable);
+  LazyPtr a = Affine(x, 2, 0);  // read first: its own program, then the rest
+  LazyPtr b = Affine(x, 3, 0);
+  x.reset();
+  int64_t donated = m.donated_buffers;
+  EXPECT_EQ(Read(a), 2.0f);
+  EXPECT_EQ(Read(b), 3.0f);
+  EXPECT_EQ(m.donated_buffers, donated);
 }
 
 }  // namespace

@@ -1,0 +1,92 @@
+"""Buffer donation in fused mode: a buffer that nothing holds any more after an in-place update is
+given to the program that computes its new value, which writes into its memory. These tests
+switch to fused mode themselves, so they run in every suite mode."""
+
+import pytest
+import torch
+
+import torchtpu
+
+N = 1 << 18  # float32 elements: 1 MiB, the smallest buffer donated
+
+
+@pytest.fixture
+def fused(device):
+    with torchtpu.mode("fused"):
+        yield device
+
+
+def donated() -> int:
+    return torchtpu.metrics()["donated_buffers"]
+
+
+def test_an_in_place_loop_donates_and_keeps_values(fused):
+    x = torch.zeros(N, device=fused)
+    y = torch.arange(N, dtype=torch.float32, device=fused)
+    torch.tpu.synchronize()
+    before = donated()
+    ref_x, ref_y = torch.zeros(N), torch.arange(N, dtype=torch.float32)
+    for _ in range(5):
+        x.mul_(0.5).add_(y)
+        ref_x.mul_(0.5).add_(ref_y)
+        torch.tpu.synchronize()
+    assert donated() - before == 5
+    torch.testing.assert_close(x.cpu(), ref_x)
+    torch.testing.assert_close(y.cpu(), ref_y)  # read by every program, never donated
+
+
+def test_a_buffer_another_tensor_holds_is_not_donated(fused):
+    a = torch.full((N,), 2.0, device=fused)
+    b = a.clone()
+    view = a.view(512, -1)  # the same storage
+    a.add_(1)
+    assert b[0].item() == 2.0  # the clone kept the old value
+    assert view[0, 0].item() == 3.0 and a[-1].item() == 3.0
+    c = torch.full((N,), 2.0, device=fused)
+    torch.tpu.synchronize()
+    old = c.clone()  # may share c's buffer: then it must not be given away
+    keep = c.detach()  # the same storage: the update is seen through both
+    c.add_(1)
+    assert keep[5].item() == 3.0 and old[5].item() == 2.0
+    d = torch.full((N,), 2.0, device=fused)
+    torch.tpu.synchronize()
+    before = donated()
+    d.add_(1)
+    assert d[0].item() == 3.0
+    assert donated() - before == 1
+
+
+def test_events_recorded_before_a_donation_still_complete(fused):
+    x = torch.ones(N, device=fused)
+    x.mul_(3)
+    start = torch.tpu.Event(enable_timing=True)
+    start.record()  # waits on the last output: x's buffer, given away by the next program
+    x.add_(1)
+    end = torch.tpu.Event(enable_timing=True)
+    end.record()
+    end.synchronize()
+    assert start.query() and end.query()
+    assert start.elapsed_time(end) >= 0
+    assert x[0].item() == 4.0
+
+
+def test_adamw_gives_the_same_bits_with_and_without_donation(fused):
+    def train(donate: bool) -> tuple[torch.Tensor, int]:
+        torchtpu._C._set_donation(donate)
+        try:
+            torch.manual_seed(0)
+            model = torch.nn.Linear(512, 1024).to(fused)
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+            before = donated()
+            for _ in range(4):
+                opt.zero_grad()
+                model(torch.randn(8, 512).to(fused)).square().mean().backward()
+                opt.step()
+            return model.weight.cpu(), donated() - before
+        finally:
+            torchtpu._C._set_donation(True)
+
+    with_donation, n = train(True)
+    without, none = train(False)
+    assert n > 0 and none == 0  # the 2 MiB weight and its AdamW state were updated in place
+    assert torch.equal(with_donation, without)
