@@ -284,3 +284,34 @@ def test_module_to_keeps_tied_parameters(device):
     m.to(device)
     assert m["emb"].weight is p and m["head"].weight is m["emb"].weight
     assert p.device.type == "tpu"
+
+
+def _stderr_of(code: str, **env: str) -> str:
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, **env}, check=True)
+    return run.stderr
+
+
+def test_the_plugin_starts_quietly():
+    code = "import torch, torchtpu; print(torch.ones(2, device='tpu').sum().item())"
+    quiet = _stderr_of(code)
+    assert "absl::InitializeLog" not in quiet and "cpu_device_count" not in quiet, quiet
+    assert "cpu_device_count set via create_options" in _stderr_of(code, TORCHTPU_LOG_LEVEL="info")
+
+
+def test_device_name_properties_and_memory_summary(device):
+    name = torch.tpu.get_device_name()
+    props = torch.tpu.get_device_properties(device)
+    assert name == props.name and name  # "cpu" on XLA:CPU, the GPU's or TPU's model elsewhere
+    assert props.platform == torchtpu.platform() and props.index == device.index
+    x = torch.ones(1 << 16, device=device)
+    summary = torch.tpu.memory_summary(device)
+    assert f"tpu:{device.index}" in summary and "Allocated memory" in summary
+    assert "Live buffers" in summary and x.sum().item() == 1 << 16
+
+
+def test_info_reports_the_plugin_and_devices():
+    out = subprocess.run([sys.executable, "-m", "torchtpu.info"], capture_output=True, text=True,
+                         timeout=300, check=True).stdout
+    assert f"torchtpu {torchtpu.__version__}" in out
+    assert "PJRT C API 0." in out and "tpu:0:" in out and "compile cache:" in out, out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -114,6 +115,62 @@ def get_rng_state_all() -> list[torch.Tensor]:
 def set_rng_state_all(new_states: list[torch.Tensor]) -> None:
     for i, s in enumerate(new_states):
         set_rng_state(s, i)
+
+
+def get_device_name(device: Any = None) -> str:
+    """What the PJRT plugin calls the device ("cpu", "NVIDIA H200", "TPU v5 lite")."""
+    return _C.device_kind(_idx(device))
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceProperties:
+    """What torch.cuda.get_device_properties gives, as far as PJRT tells it."""
+
+    name: str
+    platform: str
+    index: int
+    total_memory: int  # bytes the plugin lets this device use (0: it does not say)
+
+    def __repr__(self) -> str:
+        return (f"_TpuDeviceProperties(name='{self.name}', platform='{self.platform}', "
+                f"index={self.index}, total_memory={self.total_memory // (1 << 20)}MB)")
+
+
+def get_device_properties(device: Any = None) -> DeviceProperties:
+    i = _idx(device)
+    return DeviceProperties(get_device_name(i), _C.platform_name(), i,
+                            _C.memory_stats(i)["bytes_limit"])
+
+
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    """A table of this device's memory, like torch.cuda.memory_summary's (pending fused-mode
+    values are computed first, so they count)."""
+    i = _idx(device)
+    s = _C.memory_stats(i)
+    rows = [
+        ("Allocated memory", _size(s["bytes_in_use"]), _size(s["peak_bytes_in_use"])),
+        ("Live buffers", str(s["live_buffers"]), ""),
+    ]
+    if not abbreviated:
+        rows.append(("Memory limit", _size(s["bytes_limit"]) if s["bytes_limit"] else "-", ""))
+        rows.append(("Loaded programs", str(_C.metrics()["loaded_programs"]), ""))
+    width = 75
+    lines = ["=" * width,
+             f" torchtpu memory summary, device tpu:{i} ({get_device_name(i)})".ljust(width),
+             "-" * width,
+             f" {'Metric':<30}| {'Cur Usage':>19} | {'Peak Usage':>19} ",
+             "-" * width]
+    lines += [f" {name:<30}| {cur:>19} | {peak:>19} " for name, cur, peak in rows]
+    lines.append("=" * width)
+    return "\n".join(lines) + "\n"
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return str(n)
 
 
 def memory_stats(device: Any = None) -> dict[str, int]:

@@ -90,6 +90,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("device_count", [] { return eager::Configured() ? eager::Client().device_count() : 0; });
   m.def("platform_name", [] { return eager::Client().platform_name(); });
   m.def("plugin_path", [] { return eager::Client().plugin_path(); });
+  m.def("device_kind", [](int device) { return eager::Client().device_kind(device); });
   m.def("api_version",
         [] { return py::make_tuple(eager::Client().api_major(), eager::Client().api_minor()); });
   m.def("synchronize", [](int device) {

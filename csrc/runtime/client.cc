@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "runtime/kv_callbacks.h"
+#include "runtime/plugin_log.h"
 #include "runtime/pjrt_call.h"
 
 namespace tpu::rt {
@@ -76,6 +77,16 @@ int DeviceId(const PJRT_Api* api, PJRT_Device* device) {
   id->device_description = desc->device_description;
   TPU_PJRT(api, DeviceDescription_Id, id);
   return id->id;
+}
+
+std::string DeviceKind(const PJRT_Api* api, PJRT_Device* device) {
+  Args<PJRT_Device_GetDescription_Args> desc;
+  desc->device = device;
+  TPU_PJRT(api, Device_GetDescription, desc);
+  Args<PJRT_DeviceDescription_Kind_Args> kind;
+  kind->device_description = desc->device_description;
+  TPU_PJRT(api, DeviceDescription_Kind, kind);
+  return std::string(kind->device_kind, kind->device_kind_size);
 }
 
 }  // namespace
@@ -271,6 +282,8 @@ Client::Client(const ClientOptions& options) : plugin_path_(options.plugin_path)
   // A child forked after this point inherits the client without the plugin's threads.
   static const int registered = pthread_atfork(nullptr, nullptr, [] { g_forked.store(true); });
   (void)registered;
+  // The plugin logs as it starts (absl INFO lines): shown only at TORCHTPU_LOG_LEVEL=info.
+  PluginLogFilter quiet;
   // RTLD_LOCAL keeps the plugin's LLVM away from everyone else's; never dlclose it.
   void* handle = dlopen(options.plugin_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
@@ -336,7 +349,10 @@ Client::Client(const ClientOptions& options) : plugin_path_(options.plugin_path)
   devices_.assign(devs->addressable_devices,
                   devs->addressable_devices + devs->num_addressable_devices);
   counters_ = std::make_unique<Counters[]>(devices_.size());
-  for (PJRT_Device* d : devices_) device_ids_.push_back(DeviceId(api_, d));
+  for (PJRT_Device* d : devices_) {
+    device_ids_.push_back(DeviceId(api_, d));
+    device_kinds_.push_back(DeviceKind(api_, d));
+  }
   Args<PJRT_Client_Devices_Args> all;
   all->client = client_;
   TPU_PJRT(api_, Client_Devices, all);

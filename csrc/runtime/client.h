@@ -149,6 +149,8 @@ class Client {
   int device_count() const { return static_cast<int>(devices_.size()); }
   // The global PJRT id of local device `device` (what device assignments name).
   int device_id(int device) const { return device_ids_.at(device); }
+  // What the plugin calls the device ("cpu", "NVIDIA H200", "TPU v5 lite").
+  const std::string& device_kind(int device) const { return device_kinds_.at(device); }
   // Every device of the client, local or on other processes (a multi-process client).
   int global_device_count() const { return global_device_count_; }
   const std::string& platform_name() const { return platform_name_; }
@@ -195,6 +197,7 @@ class Client {
   PJRT_Client* client_ = nullptr;
   std::vector<PJRT_Device*> devices_;
   std::vector<int> device_ids_;
+  std::vector<std::string> device_kinds_;
   int global_device_count_ = 0;
   std::shared_ptr<KeyValueStore> kv_store_;  // outlives the client's use of its callbacks
   std::string platform_name_;
