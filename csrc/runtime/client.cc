@@ -11,8 +11,8 @@
 #include <numeric>
 
 #include "runtime/kv_callbacks.h"
-#include "runtime/plugin_log.h"
 #include "runtime/pjrt_call.h"
+#include "runtime/plugin_log.h"
 
 namespace tpu::rt {
 
