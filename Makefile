@@ -9,6 +9,10 @@ export PIP_CACHE_DIR ?= $(HOME)/.cache/pip
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 PLUGIN = $(shell $(BIN)/python -c "import importlib.util,os;print(os.path.join(os.path.dirname(importlib.util.find_spec('xla_plugins.xla_cpu_pjrt').origin),'xla_cpu_pjrt.so'))")
+# A second, newer XLA:CPU plugin (PJRT C API 0.115, built from a recent XLA) that make test also
+# runs a subset on. Its wheel asks for jax, which torchtpu does not use: installed without deps.
+NEWER_PLUGIN_PKG := lammps-jax-pjrt-cpu==0.11.2
+NEWER_PLUGIN = $(shell $(BIN)/python -c "import importlib.util,os;print(os.path.join(os.path.dirname(importlib.util.find_spec('lammps_jax_pjrt_cpu').origin),'pjrt_c_api_cpu_plugin.so'))")
 
 .PHONY: all demo test build system-deps cpp-test py-test tsan coverage bench lint clean
 
@@ -34,6 +38,10 @@ $(VENV)/.deps: requirements.txt
 	$(BIN)/pip install -q -r requirements.txt
 	touch $@
 
+$(VENV)/.newer-plugin: $(VENV)/.deps
+	$(BIN)/pip install -q --no-deps $(NEWER_PLUGIN_PKG)
+	touch $@
+
 build: system-deps $(VENV)/.deps
 	TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(BIN)/pip install -q --no-build-isolation --no-deps -e .
 
@@ -54,13 +62,16 @@ py-test: build
 	TORCHTPU_MODE=strict $(BIN)/python -m pytest -q tests -m "not pytorch_suite"
 	TORCHTPU_MODE=fused $(BIN)/python -m pytest -q tests
 
-test: build
+test: build $(VENV)/.newer-plugin
 	@echo "== C++ unit tests (CTest) =="
 	cd build/py && TORCHTPU_PJRT_PLUGIN=$(PLUGIN) $(BIN)/ctest --output-on-failure -j2
 	@echo "== Python tests (pytest), strict mode (PyTorch's distributed suite runs in the fused pass) =="
 	TORCHTPU_MODE=strict $(BIN)/python -m pytest -q tests -m "not pytorch_suite"
 	@echo "== Python tests (pytest), fused mode =="
 	TORCHTPU_MODE=fused $(BIN)/python -m pytest -q tests
+	@echo "== Python tests (pytest), fused mode, newer XLA:CPU plugin ($(NEWER_PLUGIN_PKG)): every 10th test of each file =="
+	TORCHTPU_MODE=fused TORCHTPU_PJRT_PLUGIN=$(NEWER_PLUGIN) TORCHTPU_TEST_EVERY=10 \
+	  $(BIN)/python -m pytest -q tests -m "not pytorch_suite"
 
 demo: build
 	$(BIN)/python examples/finetune_llama.py
