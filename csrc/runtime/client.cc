@@ -69,22 +69,23 @@ void BytesField(std::string& out, int field, const std::string& bytes) {
   out += bytes;
 }
 
-int DeviceId(const PJRT_Api* api, PJRT_Device* device) {
+PJRT_DeviceDescription* Description(const PJRT_Api* api, PJRT_Device* device) {
   Args<PJRT_Device_GetDescription_Args> desc;
   desc->device = device;
   TPU_PJRT(api, Device_GetDescription, desc);
+  return desc->device_description;
+}
+
+int DeviceId(const PJRT_Api* api, PJRT_Device* device) {
   Args<PJRT_DeviceDescription_Id_Args> id;
-  id->device_description = desc->device_description;
+  id->device_description = Description(api, device);
   TPU_PJRT(api, DeviceDescription_Id, id);
   return id->id;
 }
 
 std::string DeviceKind(const PJRT_Api* api, PJRT_Device* device) {
-  Args<PJRT_Device_GetDescription_Args> desc;
-  desc->device = device;
-  TPU_PJRT(api, Device_GetDescription, desc);
   Args<PJRT_DeviceDescription_Kind_Args> kind;
-  kind->device_description = desc->device_description;
+  kind->device_description = Description(api, device);
   TPU_PJRT(api, DeviceDescription_Kind, kind);
   return std::string(kind->device_kind, kind->device_kind_size);
 }
