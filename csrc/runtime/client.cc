@@ -214,7 +214,12 @@ void Buffer::OnReady(std::function<void()> fn) const {
   const PJRT_Api* api = client_->api();
   Args<PJRT_Buffer_ReadyEvent_Args> args;
   args->buffer = raw_;
-  TPU_PJRT(api, Buffer_ReadyEvent, args);
+  try {
+    TPU_PJRT(api, Buffer_ReadyEvent, args);
+  } catch (const Error&) {
+    if (!Donated()) throw;
+    return fn();  // given to a later program: done with
+  }
   struct Pending {
     std::function<void()> fn;
     const PJRT_Api* api;

@@ -58,7 +58,8 @@ class Buffer {
   bool IsReady() const;
   // Whether a program was given this buffer (input-output aliasing): its memory is gone.
   bool Donated() const;
-  // Calls `fn` (on a runtime thread) once the value is computed or has failed.
+  // Calls `fn` (on a runtime thread) once the value is computed or has failed; at once for a
+  // donated buffer.
   void OnReady(std::function<void()> fn) const;
   // Copies the (dense, row-major) value to host memory; blocks.
   void ToHost(void* dst, size_t nbytes) const;

@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
 #include <vector>
 
 #include "ir/builder.h"
@@ -60,6 +64,12 @@ TEST(Ir, ADonatedParameterGivesItsBufferToTheResult) {
   EXPECT_FALSE(y->Donated());
   x->Await();  // a buffer given away counts as done for those who still wait on it
   EXPECT_TRUE(x->IsReady());
+  auto called = std::make_shared<std::atomic<bool>>(false);
+  x->OnReady([called] { called->store(true); });
+  for (int i = 0; i < 500 && !called->load(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(called->load());
 }
 
 TEST(Ir, HashIsStructural) {
