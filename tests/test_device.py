@@ -1,5 +1,6 @@
 """The tpu device as a PyTorch citizen: storage, views, copies, RNG, streams, serialization."""
 
+import glob
 import io
 import os
 import subprocess
@@ -315,3 +316,23 @@ def test_info_reports_the_plugin_and_devices():
                          timeout=300, check=True).stdout
     assert f"torchtpu {torchtpu.__version__}" in out
     assert "PJRT C API 0." in out and "tpu:0:" in out and "compile cache:" in out, out
+
+
+@pytest.mark.skipif(bool(glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*")),
+                    reason="this machine has a TPU")
+def test_a_platform_that_is_not_there_gives_one_clear_error():
+    code = """
+import torch
+print(torch.tpu.is_available(), torch.tpu.device_count())
+try:
+    torch.ones(2, device="tpu")
+except RuntimeError as e:
+    print(e)
+print(torch.ones(2).sum().item())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "TORCHTPU_PLATFORM": "tpu"}, check=True).stdout
+    lines = out.splitlines()
+    assert lines[0] == "False 0"  # import torch still works: no device, no crash
+    assert lines[1].startswith("TORCHTPU_PLATFORM=tpu: no TPU found") and "libtpu" in lines[1]
+    assert lines[2] == "2.0"

@@ -37,14 +37,9 @@ def _cache_max_bytes() -> int:
     return int(os.environ.get("TORCHTPU_CACHE_MAX_BYTES", str(4 << 30)))
 
 
-def _register() -> None:
-    backend = torch._C._get_privateuse1_backend_name()
-    if backend != "tpu":
-        torch.utils.rename_privateuse1_backend("tpu")
+def _init_client(platform: str, plugin: str) -> None:
+    from . import _C
 
-    from . import _C, device_module
-
-    platform, plugin = _platform.resolve()
     # Under torchrun each local rank gets its own device: tpu:LOCAL_RANK exists on CPU too.
     default_count = os.environ.get("LOCAL_WORLD_SIZE", "1") if platform == "cpu" else "1"
     count = int(os.environ.get("TORCHTPU_CPU_DEVICES", default_count))
@@ -56,6 +51,23 @@ def _register() -> None:
         distributed.init_multiprocess_client(plugin, platform)
     else:
         _C._init(plugin, platform, count)
+
+
+def _register() -> None:
+    backend = torch._C._get_privateuse1_backend_name()
+    if backend != "tpu":
+        torch.utils.rename_privateuse1_backend("tpu")
+
+    from . import _C, device_module
+
+    try:
+        platform, plugin = _platform.resolve()
+    except RuntimeError as e:
+        # `import torch` autoloads this package: a platform asked for but absent must not break
+        # it. The device reports none available, and each use raises why, at the user's line.
+        _C._set_unavailable(str(e))
+    else:
+        _init_client(platform, plugin)
     warning = _C._configure_cache(_cache_dir(), __version__, _cache_max_bytes())
     if warning:
         warnings.warn(warning, stacklevel=3)
@@ -76,6 +88,10 @@ def _register() -> None:
     else:
         torch._register_device_module("tpu", device_module)
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+
+    import torch.distributed as dist
+
+    from . import distributed
 
     if dist.is_available():
         distributed.register()

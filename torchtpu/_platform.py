@@ -58,6 +58,15 @@ def _preload_nvidia_libs() -> None:
             pass
 
 
+_MISSING = {
+    "tpu": "no TPU found (libtpu needs /dev/accel* or /dev/vfio devices, and the libtpu wheel, "
+    "pip install torchtpu[tpu], or TPU_LIBRARY_PATH)",
+    "cuda": "no NVIDIA GPU with the JAX CUDA PJRT plugin found (/dev/nvidia*, and pip install "
+    "torchtpu[cuda])",
+    "cpu": "the XLA:CPU plugin is not installed (pip install xla-cpu-pjrt)",
+}
+
+
 def resolve() -> tuple[str, str]:
     """Returns (platform, plugin path)."""
     forced = os.environ.get("TORCHTPU_PJRT_PLUGIN")
@@ -73,7 +82,8 @@ def resolve() -> tuple[str, str]:
             raise RuntimeError(f"TORCHTPU_PLATFORM={platform!r}: expected tpu, cuda or cpu")
         path = finders[platform]()
         if path is None:
-            raise RuntimeError(f"TORCHTPU_PLATFORM={platform}: no PJRT plugin or device found")
+            raise RuntimeError(f"TORCHTPU_PLATFORM={platform}: {_MISSING[platform]}; unset "
+                               "TORCHTPU_PLATFORM to use whatever this machine has")
         return platform, path
     for name in ("tpu", "cuda", "cpu"):
         path = finders[name]()

@@ -180,6 +180,7 @@ OriginPtr CaptureOrigin() {
 namespace {
 std::mutex g_init_mu;
 std::unique_ptr<rt::ClientOptions> g_options;
+std::string g_unavailable;  // why there is no client to configure
 std::atomic<bool> g_ready{false};
 }  // namespace
 
@@ -193,6 +194,11 @@ void Init(const rt::ClientOptions& options) {
   Client();
 }
 
+void SetUnavailable(const std::string& why) {
+  std::lock_guard<std::mutex> lock(g_init_mu);
+  g_unavailable = why;
+}
+
 bool Initialized() { return g_ready.load(); }
 bool Configured() {
   std::lock_guard<std::mutex> lock(g_init_mu);
@@ -203,7 +209,11 @@ rt::Client& Client() {
   if (g_ready.load(std::memory_order_acquire)) return *g_client;
   std::lock_guard<std::mutex> lock(g_init_mu);
   if (!g_client) {
-    if (!g_options) throw rt::Error(9, "torchtpu runtime is not configured (import torchtpu)");
+    if (!g_options) {
+      throw rt::Error(9, g_unavailable.empty()
+                             ? "torchtpu runtime is not configured (import torchtpu)"
+                             : g_unavailable);
+    }
     g_client = new rt::Client(*g_options);
     g_ready.store(true, std::memory_order_release);
   }

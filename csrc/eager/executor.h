@@ -65,6 +65,9 @@ void SetMode(Mode m);
 // created on first use, so importing torchtpu does not load the plugin.
 void Configure(const rt::ClientOptions& options);
 bool Configured();
+// No plugin can be configured (the platform asked for is absent): each use of the client throws
+// `why` instead of a generic message.
+void SetUnavailable(const std::string& why);
 void Init(const rt::ClientOptions& options);  // Configure + create now
 bool Initialized();
 rt::Client& Client();

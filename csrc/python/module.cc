@@ -87,6 +87,7 @@ PYBIND11_MODULE(_C, m) {
   python::RegisterCompile(m);
   m.def("_init", &Init);
   m.def("_initialized", &eager::Initialized);
+  m.def("_set_unavailable", &eager::SetUnavailable);
   m.def("device_count", [] { return eager::Configured() ? eager::Client().device_count() : 0; });
   m.def("platform_name", [] { return eager::Client().platform_name(); });
   m.def("plugin_path", [] { return eager::Client().plugin_path(); });
