@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from .opinfo import DEFAULT_TOL, Result, _compare, _short, _to
+from .opinfo import DEFAULT_TOL, REDUCED, Result, _compare, _compare_reduced, _short, _to, _upcast
 
 MAX_INPUTS = 4
 NO_CPU_INPUT = "no input ran on CPU"
@@ -100,6 +100,7 @@ def run_module(info: Any, dtype: torch.dtype, training: bool, grad: bool) -> Res
         try:
             cpu_module = _build(info, mi, dtype, training)
             tpu_module = copy.deepcopy(cpu_module)
+            exact_module = copy.deepcopy(cpu_module).float()
             torch.manual_seed(0)
             expected = cpu_module(*f.args, **f.kwargs)
         except Exception:  # noqa: BLE001, S112 (CPU rejects this input: nothing to compare)
@@ -109,7 +110,15 @@ def run_module(info: Any, dtype: torch.dtype, training: bool, grad: bool) -> Res
             args, kwargs = _to_tpu((f.args, f.kwargs))
             torch.manual_seed(0)
             actual = tpu_module(*args, **kwargs)
-            _compare(actual, expected, tol)
+            if dtype in REDUCED:
+
+                def exact(m: Any = exact_module, a: Any = f.args, k: Any = f.kwargs) -> Any:
+                    torch.manual_seed(0)
+                    return m(*_upcast(a), **_upcast(k))
+
+                _compare_reduced(actual, expected, tol, exact)
+            else:
+                _compare(actual, expected, tol)
             _compare(list(tpu_module.buffers()), list(cpu_module.buffers()), tol)
             if grad:
                 outs = [t for t in tree_flatten(expected)[0] if isinstance(t, torch.Tensor)]
