@@ -331,7 +331,9 @@ except RuntimeError as e:
 print(torch.ones(2).sum().item())
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "TORCHTPU_PLATFORM": "tpu"}, check=True).stdout
+                         env={**{k: v for k, v in os.environ.items()
+                                 if k != "TORCHTPU_PJRT_PLUGIN"},  # a forced plugin wins
+                              "TORCHTPU_PLATFORM": "tpu"}, check=True).stdout
     lines = out.splitlines()
     assert lines[0] == "False 0"  # import torch still works: no device, no crash
     assert lines[1].startswith("TORCHTPU_PLATFORM=tpu: no TPU found") and "libtpu" in lines[1]
