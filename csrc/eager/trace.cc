@@ -511,6 +511,17 @@ std::vector<std::pair<int64_t, int64_t>> Trace::Donations(const Taken& t,
                                                           const std::vector<uint32_t>& outputs) {
   std::vector<std::pair<int64_t, int64_t>> donations;
   if (!Donating().load(std::memory_order_relaxed)) return donations;
+  // Candidates: large buffers held by the trace's externals and by `params` only (the tensor
+  // that held each was overwritten, so no one can read it after the program). Most flushes
+  // have none, and stop here.
+  std::vector<size_t> candidates;
+  for (size_t p = 0; p < params.size(); ++p) {
+    if (param_src[p] >= 0 && params[p].use_count() == 2 &&
+        params[p]->nbytes() >= kMinDonatedBytes) {
+      candidates.push_back(p);
+    }
+  }
+  if (candidates.empty()) return donations;
   std::vector<char> elsewhere(t.externals.size(), 0);  // read by the other part too
   for (size_t i = 0; i < t.ops.size(); ++i) {
     if (part[i] == which) continue;
@@ -520,14 +531,9 @@ std::vector<std::pair<int64_t, int64_t>> Trace::Donations(const Taken& t,
   }
   std::vector<char> taken(outputs.size(), 0);
   std::vector<char> derived(t.live.size());
-  for (size_t p = 0; p < params.size(); ++p) {
-    // Held by the trace's externals and by `params` only: the tensor that held it was
-    // overwritten, so no one can read this buffer after the program.
+  for (size_t p : candidates) {
     const rt::BufferPtr& b = params[p];
-    if (param_src[p] < 0 || elsewhere[param_src[p]] || b.use_count() != 2 ||
-        b->nbytes() < kMinDonatedBytes) {
-      continue;
-    }
+    if (elsewhere[param_src[p]]) continue;
     // The output must be computed from the buffer (the update that replaced it): given to an
     // unrelated output, XLA would have to copy the buffer before its last read.
     std::fill(derived.begin(), derived.end(), 0);
