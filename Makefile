@@ -69,8 +69,8 @@ test: build $(VENV)/.newer-plugin
 	TORCHTPU_MODE=strict $(BIN)/python -m pytest -q tests -m "not pytorch_suite"
 	@echo "== Python tests (pytest), fused mode =="
 	TORCHTPU_MODE=fused $(BIN)/python -m pytest -q tests
-	@echo "== Python tests (pytest), fused mode, newer XLA:CPU plugin ($(NEWER_PLUGIN_PKG)): every 10th test of each file =="
-	TORCHTPU_MODE=fused TORCHTPU_PJRT_PLUGIN=$(NEWER_PLUGIN) TORCHTPU_TEST_EVERY=10 \
+	@echo "== Python tests (pytest), fused mode, newer XLA:CPU plugin ($(NEWER_PLUGIN_PKG)): every 20th test of each file =="
+	TORCHTPU_MODE=fused TORCHTPU_PJRT_PLUGIN=$(NEWER_PLUGIN) TORCHTPU_TEST_EVERY=20 \
 	  $(BIN)/python -m pytest -q tests -m "not pytorch_suite"
 
 demo: build
