@@ -14,6 +14,11 @@ PLUGIN = $(shell $(BIN)/python -c "import importlib.util,os;print(os.path.join(o
 NEWER_PLUGIN_PKG := lammps-jax-pjrt-cpu==0.11.2
 NEWER_PLUGIN = $(shell $(BIN)/python -c "import importlib.util,os;print(os.path.join(os.path.dirname(importlib.util.find_spec('lammps_jax_pjrt_cpu').origin),'pjrt_c_api_cpu_plugin.so'))")
 
+# Test processes per pytest pass (pytest-xdist): compiling is single-threaded, so two workers on
+# two cores halve the wall time.
+TEST_WORKERS ?= 2
+PYTEST = $(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+
 .PHONY: all demo test build system-deps cpp-test py-test tsan coverage bench lint clean
 
 all: build
@@ -59,19 +64,22 @@ tsan: system-deps $(VENV)/.deps
 	  TORCHTPU_PJRT_PLUGIN=$(PLUGIN) ./tpu_cc_tests
 
 py-test: build
-	TORCHTPU_MODE=strict $(BIN)/python -m pytest -q tests -m "not pytorch_suite"
-	TORCHTPU_MODE=fused $(BIN)/python -m pytest -q tests
+	TORCHTPU_MODE=fused $(PYTEST) tests
+	TORCHTPU_MODE=strict $(PYTEST) tests -m "not pytorch_suite"
 
+# The suite runs once, split between the two modes that run programs differently: even-numbered
+# tests of each file in fused mode (the default; with PyTorch's distributed suite), odd-numbered
+# ones in strict mode. Then every 20th test of each file on the second plugin.
 test: build $(VENV)/.newer-plugin
 	@echo "== C++ unit tests (CTest) =="
 	cd build/py && TORCHTPU_PJRT_PLUGIN=$(PLUGIN) $(BIN)/ctest --output-on-failure -j2
-	@echo "== Python tests (pytest), strict mode (PyTorch's distributed suite runs in the fused pass) =="
-	TORCHTPU_MODE=strict $(BIN)/python -m pytest -q tests -m "not pytorch_suite"
-	@echo "== Python tests (pytest), fused mode =="
-	TORCHTPU_MODE=fused $(BIN)/python -m pytest -q tests
+	@echo "== Python tests (pytest), fused mode: tests 0, 2, 4, ... of each file =="
+	TORCHTPU_MODE=fused TORCHTPU_TEST_SHARD=0/2 $(PYTEST) tests
+	@echo "== Python tests (pytest), strict mode: tests 1, 3, 5, ... of each file =="
+	TORCHTPU_MODE=strict TORCHTPU_TEST_SHARD=1/2 $(PYTEST) tests -m "not pytorch_suite"
 	@echo "== Python tests (pytest), fused mode, newer XLA:CPU plugin ($(NEWER_PLUGIN_PKG)): every 20th test of each file =="
-	TORCHTPU_MODE=fused TORCHTPU_PJRT_PLUGIN=$(NEWER_PLUGIN) TORCHTPU_TEST_EVERY=20 \
-	  $(BIN)/python -m pytest -q tests -m "not pytorch_suite"
+	TORCHTPU_MODE=fused TORCHTPU_PJRT_PLUGIN=$(NEWER_PLUGIN) TORCHTPU_TEST_SHARD=0/20 \
+	  $(PYTEST) tests -m "not pytorch_suite"
 
 demo: build
 	$(BIN)/python examples/finetune_llama.py
@@ -82,6 +90,7 @@ coverage: build
 bench: build
 	$(BIN)/python benchmarks/op_overhead.py
 	$(BIN)/python benchmarks/llama_train.py
+	$(BIN)/python benchmarks/llama_profile.py
 
 lint: $(VENV)/.deps
 	$(BIN)/ruff check torchtpu tests benchmarks examples

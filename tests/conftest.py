@@ -23,16 +23,20 @@ def _pending_ops_stay_in_their_test():
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """TORCHTPU_TEST_EVERY=N keeps the 1st, (N+1)th, ... test of each file: a subset that still
-    runs every file (make test runs it on its second PJRT plugin)."""
-    every = int(os.environ.get("TORCHTPU_TEST_EVERY", "1"))
-    if every <= 1:
+    """TORCHTPU_TEST_SHARD=k/n keeps the tests whose index within their file is k modulo n:
+    shards 0/2 and 1/2 together are the whole suite, and every shard runs every file. make test
+    runs shard 0/2 in fused mode and 1/2 in strict mode, and 0/20 on its second PJRT plugin."""
+    shard = os.environ.get("TORCHTPU_TEST_SHARD")
+    if not shard:
         return
+    k, n = (int(x) for x in shard.split("/"))
+    if not 0 <= k < n:
+        raise pytest.UsageError(f"TORCHTPU_TEST_SHARD={shard}: want k/n with 0 <= k < n")
     seen: Counter[str] = Counter()
     kept, dropped = [], []
     for item in items:
         path = item.nodeid.split("::")[0]
-        (kept if seen[path] % every == 0 else dropped).append(item)
+        (kept if seen[path] % n == k else dropped).append(item)
         seen[path] += 1
     config.hook.pytest_deselected(items=dropped)
     items[:] = kept
