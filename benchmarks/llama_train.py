@@ -33,15 +33,23 @@ def step_times(device: torch.device, steps: int, warmup: int, mode: str) -> list
     return timed_rounds(train_step(device), device, steps, warmup)
 
 
-def train_step(device: torch.device) -> Callable[[], float]:
-    """finetune_llama.py's step on `device`: forward, backward, AdamW, `loss.item()`."""
+def setup(
+    device: torch.device, batch: int = BATCH, seq: int = SEQ
+) -> tuple[LlamaForCausalLM, torch.optim.Optimizer, dict[str, torch.Tensor]]:
+    """finetune_llama.py's model, optimizer and one batch, on `device`."""
     torch.manual_seed(0)
     model = LlamaForCausalLM(small_llama_config()).to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    batch = {k: v.to(device) for k, v in batches(1, BATCH, SEQ, seed=0)[0].items()}
+    data = {k: v.to(device) for k, v in batches(1, batch, seq, seed=0)[0].items()}
+    return model, opt, data
+
+
+def train_step(device: torch.device, batch: int = BATCH, seq: int = SEQ) -> Callable[[], float]:
+    """finetune_llama.py's step on `device`: forward, backward, AdamW, `loss.item()`."""
+    model, opt, data = setup(device, batch, seq)
 
     def step() -> float:
-        loss = model(**batch).loss
+        loss = model(**data).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

@@ -197,3 +197,27 @@ def test_leaving_fused_mode_flushes(device):
         assert pending(device) > 0
     assert pending(device) == 0
     assert np.allclose(y.cpu().numpy(), 2.0)
+
+
+def test_the_profile_notes_each_program_and_the_flush_time(fused):
+    x = torch.arange(12, dtype=torch.float32, device=fused)
+    torch.tpu.synchronize()
+    torchtpu._C._take_program_runs()
+    torchtpu._C._set_profiling(True)
+    try:
+        before = torchtpu.metrics()
+        y = (x * 2 + 1).sin()
+        torch.tpu.synchronize()
+        after = torchtpu.metrics()
+        runs = torchtpu._C._take_program_runs()
+    finally:
+        torchtpu._C._set_profiling(False)
+    assert [r[1] for r in runs] == [3]  # one program of 3 ops
+    _, _, launch, queued, ready = runs[0]
+    assert launch <= queued <= ready
+    assert after["flush_seconds"] > before["flush_seconds"]
+    assert after["execute_seconds"] > before["execute_seconds"]
+    torch.testing.assert_close(y.cpu(), (torch.arange(12.0) * 2 + 1).sin())
+    z = y + 1  # profiling off: nothing noted
+    torch.tpu.synchronize()
+    assert torchtpu._C._take_program_runs() == [] and z.shape == y.shape

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "eager/origin.h"
+#include "eager/profile.h"
 #include "eager/trace.h"
 
 namespace tpu::eager {
@@ -313,11 +314,15 @@ rt::ExecutablePtr Executable(const ir::Hash128& key, const std::function<ir::Gra
 }
 
 std::vector<rt::BufferPtr> Execute(const rt::Executable& exe,
-                                   const std::vector<rt::BufferPtr>& inputs, int device) {
+                                   const std::vector<rt::BufferPtr>& inputs, int device,
+                                   int64_t ops) {
   std::vector<PJRT_Buffer*> raw;
   raw.reserve(inputs.size());
   for (const auto& b : inputs) raw.push_back(b->raw());
+  int64_t start = NowNs();
   std::vector<rt::BufferPtr> outs = Client().Execute(exe, raw, device);
+  GetMetrics().execute_ns += NowNs() - start;
+  if (Profiling()) NoteRun(exe, ops, start, outs);
   GetMetrics().executions++;
   if (!outs.empty()) NoteOutputs(outs, device);
   if (GetMode() == Mode::kDebug) {

@@ -47,6 +47,10 @@ struct Metrics {
   std::atomic<int64_t> retried_loads{0};
   // Parameter buffers given to fused programs for their outputs (input-output aliasing).
   std::atomic<int64_t> donated_buffers{0};
+  // Host time in fused flushes (keys, lookups, building graphs, compiling, launching) and in
+  // PJRT's Execute calls (launching; XLA:CPU may run a small program inside the call).
+  std::atomic<int64_t> flush_ns{0};
+  std::atomic<int64_t> execute_ns{0};
 };
 
 Metrics& GetMetrics();
@@ -89,8 +93,10 @@ std::vector<rt::BufferPtr> Run(const ir::Graph& g, const std::vector<rt::BufferP
 rt::ExecutablePtr Executable(const ir::Hash128& key, const std::function<ir::Graph()>& build,
                              const std::vector<int>& device_ids = {});
 // Runs an executable, then notes its last output for Synchronize and events.
+// `ops`: how many recorded ops the program holds (for the profile).
 std::vector<rt::BufferPtr> Execute(const rt::Executable& exe,
-                                   const std::vector<rt::BufferPtr>& inputs, int device);
+                                   const std::vector<rt::BufferPtr>& inputs, int device,
+                                   int64_t ops = 1);
 
 // A 0-d value holding `bits` (a host value of dtype t), cached by value: scalars enter
 // programs as parameters, so a new value never means a new compile.

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "eager/executor.h"
+#include "eager/profile.h"
 
 namespace tpu::eager {
 
@@ -334,6 +335,10 @@ std::optional<Trace::Program> Trace::EndCapture(const std::vector<LazyPtr>& resu
 
 void Trace::FlushLocked(const Lazy* wanted) {
   if (ops_.empty()) return;
+  struct Timed {  // host time of the flush, however it ends
+    int64_t start = NowNs();
+    ~Timed() { GetMetrics().flush_ns += NowNs() - start; }
+  } timed;
   if (capturing_.load(std::memory_order_relaxed)) capture_spoiled_ = true;
   Taken t = Take();
   size_t num_values = t.live.size();
@@ -471,7 +476,7 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
     };
     if (collectives.empty()) {
       exe = Executable({key.a, key.b}, build);
-      outs = Execute(*exe, params, device_);
+      outs = Execute(*exe, params, device_, static_cast<int64_t>(idx.size()));
     } else {
       Meeting m{collectives, true, HexKey(key.a, key.b)};
       for (const CollectivePtr& c : collectives) {

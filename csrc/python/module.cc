@@ -9,6 +9,7 @@
 #include "aten/generator.h"
 #include "eager/checks.h"
 #include "eager/executor.h"
+#include "eager/profile.h"
 #include "eager/trace.h"
 #include "lowering/rule.h"
 #include "python/compile.h"
@@ -43,6 +44,8 @@ py::dict Metrics() {
   d["lone_collectives"] = m.lone_collectives.load();
   d["retried_loads"] = m.retried_loads.load();
   d["donated_buffers"] = m.donated_buffers.load();
+  d["flush_seconds"] = static_cast<double>(m.flush_ns.load()) * 1e-9;
+  d["execute_seconds"] = static_cast<double>(m.execute_ns.load()) * 1e-9;
   d["loaded_programs"] = eager::Client().loaded_executables();  // a gauge: never reset
   return d;
 }
@@ -61,6 +64,8 @@ void ResetMetrics() {
   m.lone_collectives = 0;
   m.retried_loads = 0;
   m.donated_buffers = 0;
+  m.flush_ns = 0;
+  m.execute_ns = 0;
 }
 
 const char* ModeName(eager::Mode m) {
@@ -108,6 +113,17 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_checks", &eager::SetChecksEnabled);
   m.def("_set_donation", &eager::SetDonation);
+  m.def("_set_profiling", &eager::SetProfiling);
+  // (program, ops, launch, queued, ready) in seconds of the steady clock; ready is -1e-9 for a
+  // run still in flight.
+  m.def("_take_program_runs", [] {
+    py::list out;
+    for (const eager::ProgramRun& r : eager::TakeRuns()) {
+      out.append(py::make_tuple(r.program, r.ops, r.launch_ns * 1e-9, r.queued_ns * 1e-9,
+                                r.ready_ns * 1e-9));
+    }
+    return out;
+  });
   m.def("_checks", &eager::ChecksEnabled);
   m.def("metrics", &Metrics);
   m.def("_configure_cache", [](const std::string& dir, const std::string& version, int64_t max) {
