@@ -111,7 +111,7 @@ def fused_step_profile(batch: int, seq: int, steps: int) -> dict[str, object]:
     busy: dict[int, float] = defaultdict(float)
     ops: dict[int, int] = {}
     launches: Counter[int] = Counter()
-    free_at = start
+    free_at = 0.0  # steady-clock seconds: the first run starts at its launch
     for program, n_ops, launch, _queued, ready in sorted(runs, key=lambda r: r[2]):
         began = max(launch, free_at)
         busy[program] += max(ready - began, 0.0)

@@ -1,7 +1,6 @@
 #include "eager/executor.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -102,12 +101,10 @@ std::vector<rt::ShapedType> OutputTypes(const ir::Graph& g) {
 
 rt::ExecutablePtr CompileTimed(const ir::Graph& g, const std::vector<int>& device_ids) {
   Metrics& m = GetMetrics();
-  auto start = std::chrono::steady_clock::now();
+  int64_t start = NowNs();
   rt::ExecutablePtr exe =
       Client().CompileReplicated(ir::PrintModule(g), OutputTypes(g), device_ids);
-  m.compile_ns +=
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-          .count();
+  m.compile_ns += NowNs() - start;
   m.compiles++;
   return exe;
 }

@@ -25,8 +25,9 @@ bool Profiling() { return g_on.load(std::memory_order_relaxed); }
 
 void NoteRun(const rt::Executable& exe, int64_t ops, int64_t launch_ns,
              const std::vector<rt::BufferPtr>& outs) {
+  const int64_t queued = NowNs();
   auto run = std::make_shared<ProgramRun>(ProgramRun{
-      reinterpret_cast<uint64_t>(&exe), ops, launch_ns, NowNs(), outs.empty() ? NowNs() : -1});
+      reinterpret_cast<uint64_t>(&exe), ops, launch_ns, queued, outs.empty() ? queued : -1});
   {
     std::lock_guard<std::mutex> lock(g_mu);
     g_runs.push_back(run);
