@@ -75,6 +75,9 @@ def _register() -> None:
         _C._install_origin_capture(
             [os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep]
         )
+    # Profiling the device starts Kineto's CUDA side too (the wheel is CUDA's), which warns that
+    # CUPTI is missing: keep Kineto to its errors unless the user chose a level.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "3")
     mode = os.environ.get("TORCHTPU_MODE")
     if os.environ.get("TPU_LAUNCH_BLOCKING") == "1":
         mode = "debug"

@@ -6,6 +6,7 @@
 #include "aten/graph_builder.h"
 #include "aten/storage.h"
 #include "eager/executor.h"
+#include "eager/profile.h"
 
 namespace tpu::aten {
 
@@ -277,6 +278,8 @@ std::optional<std::vector<c10::IValue>> GraphProgram::Run(
     }
   }
   std::vector<rt::BufferPtr> outs;
+  std::optional<eager::ProgramLabel> label;
+  if (eager::Profiling()) label.emplace("compiled graph");
   if (exe) outs = eager::Execute(*exe, args, device);
   std::vector<c10::Storage> made;
   made.reserve(storages.size());

@@ -106,6 +106,7 @@ rt::ExecutablePtr CompileTimed(const ir::Graph& g, const std::vector<int>& devic
       Client().CompileReplicated(ir::PrintModule(g), OutputTypes(g), device_ids);
   m.compile_ns += NowNs() - start;
   m.compiles++;
+  if (Profiling()) NoteCompile(start, false);
   return exe;
 }
 
@@ -120,10 +121,12 @@ rt::ExecutablePtr LoadOrCompile(const ir::Graph& g, const ir::Hash128& h,
   if (disk == nullptr) return CompileTimed(g, device_ids);
   std::string key = DiskKey(h, device_ids);
   auto lock = disk->LockKey(key);
+  int64_t start = NowNs();
   if (std::optional<std::string> bytes = disk->Load(key)) {
     try {
       rt::ExecutablePtr exe = Client().Deserialize(*bytes, OutputTypes(g));
       GetMetrics().disk_hits++;
+      if (Profiling()) NoteCompile(start, true);
       return exe;
     } catch (const rt::Error&) {
       disk->Remove(key);  // from another plugin build after all: recompile and replace
@@ -319,7 +322,7 @@ std::vector<rt::BufferPtr> Execute(const rt::Executable& exe,
   int64_t start = NowNs();
   std::vector<rt::BufferPtr> outs = Client().Execute(exe, raw, device);
   GetMetrics().execute_ns += NowNs() - start;
-  if (Profiling()) NoteRun(exe, ops, start, outs);
+  if (Profiling()) NoteRun(exe, ops, start, outs, device);
   GetMetrics().executions++;
   if (!outs.empty()) NoteOutputs(outs, device);
   if (GetMode() == Mode::kDebug) {
@@ -344,6 +347,8 @@ std::vector<LazyPtr> Submit(ir::Graph g, const std::vector<LazyPtr>& inputs, int
   std::vector<rt::BufferPtr> bufs;
   bufs.reserve(inputs.size());
   for (const LazyPtr& in : inputs) bufs.push_back(Materialize(in));
+  std::optional<ProgramLabel> label;
+  if (Profiling()) label.emplace(op);
   std::vector<LazyPtr> outs;
   for (rt::BufferPtr& b : Run(g, bufs, device)) outs.push_back(Lazy::Of(std::move(b), device));
   return outs;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 namespace tpu::eager {
 namespace {
@@ -11,6 +12,8 @@ namespace {
 std::atomic<bool> g_on{false};
 std::mutex g_mu;
 std::vector<std::shared_ptr<ProgramRun>> g_runs;
+std::vector<CompileRun> g_compiles;
+thread_local const ProgramLabel* t_label = nullptr;
 
 }  // namespace
 
@@ -23,11 +26,19 @@ int64_t NowNs() {
 void SetProfiling(bool on) { g_on.store(on, std::memory_order_relaxed); }
 bool Profiling() { return g_on.load(std::memory_order_relaxed); }
 
+ProgramLabel::ProgramLabel(std::string name, std::string what)
+    : outer_(t_label), name_(std::move(name)), what_(std::move(what)) {
+  t_label = this;
+}
+ProgramLabel::~ProgramLabel() { t_label = outer_; }
+
 void NoteRun(const rt::Executable& exe, int64_t ops, int64_t launch_ns,
-             const std::vector<rt::BufferPtr>& outs) {
+             const std::vector<rt::BufferPtr>& outs, int device) {
   const int64_t queued = NowNs();
+  const ProgramLabel* label = t_label;
   auto run = std::make_shared<ProgramRun>(ProgramRun{
-      reinterpret_cast<uint64_t>(&exe), ops, launch_ns, queued, outs.empty() ? queued : -1});
+      reinterpret_cast<uint64_t>(&exe), ops, launch_ns, queued, outs.empty() ? queued : -1, device,
+      label ? label->name() : "tpu program", label ? label->what() : ""});
   {
     std::lock_guard<std::mutex> lock(g_mu);
     g_runs.push_back(run);
@@ -41,6 +52,12 @@ void NoteRun(const rt::Executable& exe, int64_t ops, int64_t launch_ns,
   }
 }
 
+void NoteCompile(int64_t start_ns, bool loaded) {
+  CompileRun c{t_label ? t_label->name() : "tpu program", start_ns, NowNs(), loaded};
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_compiles.push_back(std::move(c));
+}
+
 std::vector<ProgramRun> TakeRuns() {
   std::lock_guard<std::mutex> lock(g_mu);
   std::vector<ProgramRun> out;
@@ -48,6 +65,11 @@ std::vector<ProgramRun> TakeRuns() {
   for (const auto& r : g_runs) out.push_back(*r);
   g_runs.clear();
   return out;
+}
+
+std::vector<CompileRun> TakeCompiles() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return std::exchange(g_compiles, {});
 }
 
 }  // namespace tpu::eager

@@ -5,7 +5,10 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 #include <thread>
+#include <tuple>
+#include <unordered_map>
 
 #include "eager/executor.h"
 #include "eager/profile.h"
@@ -240,6 +243,28 @@ std::string HexKey(uint64_t a, uint64_t b) {
   return buf;
 }
 
+// A fused program's name in profiles: its key, which tells programs apart, and its size.
+std::string ProgramName(const Key& key, size_t ops) {
+  return "fused program " + HexKey(key.a, key.b).substr(0, 8) + " (" + std::to_string(ops) +
+         " ops)";
+}
+
+// "aten::mm x4, aten::add.Tensor x2": the ops a program holds, most frequent first.
+std::string OpsByCount(const std::vector<std::string_view>& names) {
+  std::unordered_map<std::string_view, int> count;
+  for (std::string_view n : names) count[n]++;
+  std::vector<std::pair<std::string_view, int>> sorted(count.begin(), count.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) {
+    return std::tie(y.second, x.first) < std::tie(x.second, y.first);
+  });
+  std::string out;
+  for (const auto& [name, n] : sorted) {
+    if (!out.empty()) out += ", ";
+    out += std::string(name) + " x" + std::to_string(n);
+  }
+  return out;
+}
+
 std::string Describe(const std::string& name, const OriginPtr& origin) {
   return origin ? name + " (recorded at " + origin->Describe() + ")" : name;
 }
@@ -453,6 +478,12 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
 
   std::vector<rt::BufferPtr> outs;
   rt::ExecutablePtr exe;
+  std::optional<ProgramLabel> label;
+  if (Profiling()) {
+    std::vector<std::string_view> names;
+    for (size_t i : idx) names.push_back(t.ops[i].name);
+    label.emplace(ProgramName(key, idx.size()), OpsByCount(names));
+  }
   try {
     auto build = [&] {
       ir::Graph fused;

@@ -15,6 +15,7 @@
 #include "python/compile.h"
 #include "python/distributed.h"
 #include "python/origin.h"
+#include "python/profiler.h"
 
 namespace py = pybind11;
 
@@ -89,6 +90,7 @@ aten::TpuGenerator* Gen(int device) {
 PYBIND11_MODULE(_C, m) {
   using namespace tpu;
   python::RegisterDistributed(m);
+  python::RegisterProfiler();
   python::RegisterCompile(m);
   m.def("_init", &Init);
   m.def("_initialized", &eager::Initialized);
