@@ -19,7 +19,7 @@ namespace {
 
 constexpr size_t kDefaultMaxOps = 1000;
 constexpr size_t kHistory = 16384;  // loops up to half of this are detected
-constexpr size_t kInterned = 8192;  // op graphs shared by structure (a training step has ~1000)
+constexpr size_t kInterned = 4096;  // op graphs shared by structure (a training step has ~1000)
 // Smaller buffers are not donated. On XLA:CPU, donating the Llama step's many small buffers made it
 // about 9% slower, while a loop of in-place updates of 16 MiB ran twice as fast (no fresh pages to
 // fault in). 0-d values are also shared by the scalar cache, whose weak references revive them.
