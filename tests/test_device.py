@@ -97,6 +97,24 @@ def test_copies_between_devices_and_dtypes(device):
     assert (i > 1).cpu().tolist() == [False, True, True]
 
 
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_float8_storage_and_casts_match_cpu(device, dtype):
+    special = [0.0, -0.0, 1e-9, 448.0, 460.0, 57344.0, 1e5, -1e5, float("inf"), float("nan")]
+    x = torch.cat([torch.randn(300) * 40, torch.tensor(special)])
+    want = x.to(dtype)  # round to nearest even; past the largest value: NaN (e4m3fn) or inf
+    got = x.to(device).to(dtype)
+    assert got.dtype == dtype and got.device.type == "tpu"
+    torch.testing.assert_close(got.float().cpu(), want.float(), equal_nan=True, rtol=0, atol=0)
+    bits = want.to(device).cpu()  # host float8 -> device -> host, bit for bit
+    assert torch.equal(bits.view(torch.uint8), want.view(torch.uint8))
+    cond = want.float().abs() > 1
+    picked = torch.where(cond.to(device), want.to(device), torch.zeros_like(want, device=device))
+    assert torch.equal(picked.cpu().view(torch.uint8), torch.where(cond, want, 0).view(torch.uint8))
+    both = torch.cat([want.to(device)[:5], torch.zeros(2, dtype=dtype, device=device)])
+    assert both.dtype == dtype
+    assert both.to(torch.bfloat16).cpu().tolist() == want[:5].to(torch.bfloat16).tolist() + [0, 0]
+
+
 def test_empty_is_lazy_and_zero_sized(device):
     x = torch.empty(0, 3, device=device)
     assert x.shape == (0, 3)

@@ -421,23 +421,36 @@ void CheckOutOverlap(const OpCall& call) {
 
 // Step 4: the rule's arguments. Tensors become IR values read through their views, scalars
 // 0-d parameters; also PyTorch's promoted dtype of the tensor and number arguments.
-void ReadInputs(const OpCall& call, GraphBuilder& b, lowering::Ctx& ctx) {
+// PyTorch's promoted dtype of the tensor and number arguments. float8 promotes with nothing,
+// not even bool: a condition or mask then stays out of it (`where(mask, f8, f8)` is f8).
+at::ScalarType CommonType(const OpCall& call, bool with_bool) {
   at::native::ResultTypeState rts{};
   for (size_t i = 0; i < call.schema.arguments().size(); ++i) {
     const c10::Argument& a = call.schema.arguments()[i];
     const c10::IValue& v = call.args[i];
-    if (IsOut(a)) {
-      ctx.args.emplace_back(a.name(), Arg{});
-      continue;
-    }
+    if (IsOut(a)) continue;
     if (v.isTensor() && v.toTensor().defined()) {
-      rts = at::native::update_result_type_state(v.toTensor(), rts);
+      if (with_bool || v.toTensor().scalar_type() != at::kBool) {
+        rts = at::native::update_result_type_state(v.toTensor(), rts);
+      }
     } else if (Unwrapped(a.real_type())->kind() == c10::TypeKind::NumberType && !v.isNone()) {
       rts = at::native::update_result_type_state(v.toScalar(), rts);
     }
-    ctx.args.emplace_back(a.name(), ToArg(b, a, v));
   }
-  at::ScalarType t = at::native::result_type(rts);
+  return at::native::result_type(rts);
+}
+
+void ReadInputs(const OpCall& call, GraphBuilder& b, lowering::Ctx& ctx) {
+  for (size_t i = 0; i < call.schema.arguments().size(); ++i) {
+    const c10::Argument& a = call.schema.arguments()[i];
+    ctx.args.emplace_back(a.name(), IsOut(a) ? Arg{} : ToArg(b, a, call.args[i]));
+  }
+  at::ScalarType t;
+  try {
+    t = CommonType(call, true);
+  } catch (const c10::Error&) {
+    t = CommonType(call, false);
+  }
   ctx.common = t == at::ScalarType::Undefined ? rt::DType::kInvalid : ToDType(t);
 }
 

@@ -142,6 +142,10 @@ rt::DType ToDType(at::ScalarType t) {
       return rt::DType::kF64;
     case at::kBFloat16:
       return rt::DType::kBF16;
+    case at::kFloat8_e5m2:
+      return rt::DType::kF8E5M2;
+    case at::kFloat8_e4m3fn:
+      return rt::DType::kF8E4M3FN;
     default:
       TORCH_CHECK_TYPE(false, "tpu does not support dtype ", t);
   }
@@ -175,6 +179,10 @@ at::ScalarType ToScalarType(rt::DType t) {
       return at::kDouble;
     case rt::DType::kBF16:
       return at::kBFloat16;
+    case rt::DType::kF8E5M2:
+      return at::kFloat8_e5m2;
+    case rt::DType::kF8E4M3FN:
+      return at::kFloat8_e4m3fn;
     default:
       TORCH_CHECK(false, "unknown dtype");
   }

@@ -25,6 +25,10 @@ std::string NonFiniteHex(double v, DType t) {
         return "0x7E00";
       case DType::kBF16:
         return "0x7FC0";
+      case DType::kF8E5M2:
+        return "0x7E";
+      case DType::kF8E4M3FN:
+        return "0x7F";
       case DType::kF64:
         return "0x7FF8000000000000";
       default:
@@ -37,6 +41,12 @@ std::string NonFiniteHex(double v, DType t) {
       break;
     case DType::kBF16:
       s = neg ? "0xFF80" : "0x7F80";
+      break;
+    case DType::kF8E5M2:
+      s = neg ? "0xFC" : "0x7C";
+      break;
+    case DType::kF8E4M3FN:  // no infinities: NaN, as PyTorch's casts give
+      s = neg ? "0xFF" : "0x7F";
       break;
     case DType::kF64:
       s = neg ? "0xFFF0000000000000" : "0x7FF0000000000000";

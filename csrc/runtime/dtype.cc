@@ -7,6 +7,8 @@ int64_t ItemSize(DType t) {
     case DType::kPred:
     case DType::kS8:
     case DType::kU8:
+    case DType::kF8E5M2:
+    case DType::kF8E4M3FN:
       return 1;
     case DType::kS16:
     case DType::kU16:
@@ -54,13 +56,18 @@ std::string_view MlirName(DType t) {
       return "f64";
     case DType::kBF16:
       return "bf16";
+    case DType::kF8E5M2:
+      return "f8E5M2";
+    case DType::kF8E4M3FN:
+      return "f8E4M3FN";
     default:
       return "invalid";
   }
 }
 
 bool IsFloat(DType t) {
-  return t == DType::kF16 || t == DType::kF32 || t == DType::kF64 || t == DType::kBF16;
+  return t == DType::kF16 || t == DType::kF32 || t == DType::kF64 || t == DType::kBF16 ||
+         t == DType::kF8E5M2 || t == DType::kF8E4M3FN;
 }
 bool IsSigned(DType t) {
   return t == DType::kS8 || t == DType::kS16 || t == DType::kS32 || t == DType::kS64;

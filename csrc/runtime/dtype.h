@@ -21,6 +21,8 @@ enum class DType : uint8_t {
   kF32 = 11,
   kF64 = 12,
   kBF16 = 13,
+  kF8E5M2 = 16,  // storage and casts only (as in PyTorch)
+  kF8E4M3FN = 17,
 };
 
 int64_t ItemSize(DType t);
