@@ -419,10 +419,8 @@ void CheckOutOverlap(const OpCall& call) {
   }
 }
 
-// Step 4: the rule's arguments. Tensors become IR values read through their views, scalars
-// 0-d parameters; also PyTorch's promoted dtype of the tensor and number arguments.
-// PyTorch's promoted dtype of the tensor and number arguments. float8 promotes with nothing,
-// not even bool: a condition or mask then stays out of it (`where(mask, f8, f8)` is f8).
+// PyTorch's promoted dtype of the tensor and number arguments, optionally leaving bool tensors
+// out of it.
 at::ScalarType CommonType(const OpCall& call, bool with_bool) {
   at::native::ResultTypeState rts{};
   for (size_t i = 0; i < call.schema.arguments().size(); ++i) {
@@ -440,6 +438,9 @@ at::ScalarType CommonType(const OpCall& call, bool with_bool) {
   return at::native::result_type(rts);
 }
 
+// Step 4: the rule's arguments. Tensors become IR values read through their views, scalars
+// 0-d parameters; also the promoted dtype. float8 promotes with nothing, not even bool: when
+// promotion refuses, a condition or mask stays out of it (`where(mask, f8, f8)` is f8).
 void ReadInputs(const OpCall& call, GraphBuilder& b, lowering::Ctx& ctx) {
   for (size_t i = 0; i < call.schema.arguments().size(); ++i) {
     const c10::Argument& a = call.schema.arguments()[i];
