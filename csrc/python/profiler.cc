@@ -61,7 +61,10 @@ class Session : public libkineto::IActivityProfilerSession {
                        [](const auto& a, const auto& b) { return a.launch_ns < b.launch_ns; });
       for (const eager::ProgramRun& r : runs_) {
         if (r.ready_ns < 0) continue;  // still running when the profile stopped
-        int64_t start = std::max(r.launch_ns, free_at[r.device]);
+        // Ready callbacks may run out of order: a "previous" program noted ready after this
+        // one bounds nothing, and the launch is then the best start known.
+        int64_t prev = free_at[r.device];
+        int64_t start = prev < r.ready_ns ? std::max(r.launch_ns, prev) : r.launch_ns;
         free_at[r.device] = std::max(start, r.ready_ns);
         libkineto::GenericTraceActivity a(Span(), ActivityType::CONCURRENT_KERNEL, r.name);
         a.startTime = start + offset;
