@@ -23,6 +23,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   }
 }
 
+// Shapes of the backward for FakeTensor, which has no other way to trace it with symbolic sizes
+// (torch.compile with dynamic shapes).
+void SdpaBackwardMeta(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* s) {
+  MetaOverride(op.schema().name(), *s);
+}
+
+TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward",
+         torch::CppFunction::makeFromBoxedFunction<&SdpaBackwardMeta>());
+}
+
 }  // namespace tpu::aten
 
 namespace at::native {

@@ -194,6 +194,8 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   at::native::cpu_fallback(op, stack);
 }
 
+}  // namespace
+
 // Shape functions for ops whose Meta kernel is a "not implemented for this backend" default.
 bool MetaOverride(const std::string& name, torch::jit::Stack& s) {
   auto T = [&](size_t i) { return s[i].isNone() ? at::Tensor() : s[i].toTensor(); };
@@ -229,6 +231,8 @@ bool MetaOverride(const std::string& name, torch::jit::Stack& s) {
   }
   return false;
 }
+
+namespace {
 
 // Boolean masks in Tensor?[] indices become their nonzero() coordinates, as in ATen's index
 // kernels; that read of the mask's size is the one host sync x[mask] needs.

@@ -7,6 +7,9 @@ namespace tpu::aten {
 
 // Meta kernel for shapes and errors, lowering rule for values, schema aliases for write-back.
 void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack);
+// Output shapes for the ops whose Meta kernel is PyTorch's "not implemented" default: replaces
+// the stack's arguments with empty outputs; false for other ops.
+bool MetaOverride(const std::string& name, torch::jit::Stack& s);
 
 // Runs `fn`, turning runtime and lowering failures into PyTorch exceptions that name `op`.
 void RethrowAsTorchError(const std::string& op);

@@ -227,6 +227,16 @@ Value Iota(Graph& g, Type t, int64_t dim) {
                "iota_dimension = " + std::to_string(dim) + " : i64");
 }
 
+Value ElementCount(Graph& g, Value x, const Dims& dims, DType t) {
+  Value n = Constant(g, 1, DType::kS64);
+  for (int64_t d : dims) {
+    Value size = g.Op1("stablehlo.get_dimension_size", {x}, Type{DType::kS32, {}},
+                       "dimension = " + std::to_string(d) + " : i64");
+    n = Binary(g, "stablehlo.multiply", n, Convert(g, size, DType::kS64));
+  }
+  return Convert(g, n, t);
+}
+
 Value Reverse(Graph& g, Value x, const Dims& dims) {
   if (dims.empty()) return x;
   return g.Op1("stablehlo.reverse", {x}, g.type(x), "dimensions = " + I64Array(dims));

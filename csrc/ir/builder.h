@@ -38,6 +38,10 @@ Value Pad(Graph& g, Value x, Value pad_value, const Dims& lo, const Dims& hi,
 Value Concat(Graph& g, const std::vector<Value>& xs, int64_t dim);
 Value Iota(Graph& g, Type t, int64_t dim);
 Value Reverse(Graph& g, Value x, const Dims& dims);
+// The number of elements of x over `dims`, as a 0-d value of dtype t: the product of
+// get_dimension_size, so that a dim made dynamic by set_dimension_size counts its real size
+// (static sizes fold to constants).
+Value ElementCount(Graph& g, Value x, const Dims& dims, DType t);
 Value Clamp(Graph& g, Value lo, Value x, Value hi);
 // A region computing `op` on two scalars of dtype t (reduction bodies).
 std::shared_ptr<Graph> ScalarRegion(DType t, const std::string& op);

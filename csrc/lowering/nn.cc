@@ -459,13 +459,16 @@ Value Reduce(Ctx& c, Value loss) {
   int64_t red = c.Int("reduction", 1);
   if (red == 0) return loss;
   Value s = Sum(c, loss, AllDims(c.T(loss).rank()));
-  return red == 1 ? Scale(c, s, 1.0 / static_cast<double>(c.T(loss).numel())) : s;
+  if (red == 2) return s;
+  return ir::Binary(c.g, "stablehlo.divide", s,
+                    ir::ElementCount(c.g, loss, AllDims(c.T(loss).rank()), c.T(s).dtype));
 }
 // The gradient of Reduce: grad_output broadcast, divided by numel for mean.
 Value ReduceGrad(Ctx& c, Value like) {
   Value g = Cast(c, c.In("grad_output"), c.T(like).dtype, c.T(like).dims);
   if (c.Int("reduction", 1) != 1) return g;
-  return Scale(c, g, 1.0 / static_cast<double>(c.T(like).numel()));
+  Value n = ir::ElementCount(c.g, like, AllDims(c.T(like).rank()), c.T(g).dtype);
+  return ir::Binary(c.g, "stablehlo.divide", g, ir::BroadcastTo(c.g, n, c.T(g).dims));
 }
 Value LossArg(Ctx& c, const char* name) {
   Value self = c.In("self");

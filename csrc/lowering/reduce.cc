@@ -73,12 +73,6 @@ Value Expand(Ctx& c, Value reduced, const Dims& in_dims, const Dims& dims) {
   return ir::BroadcastInDim(c.g, reduced, in_dims, mapping);
 }
 
-int64_t Count(const Dims& in_dims, const Dims& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= in_dims[d];
-  return n;
-}
-
 // Result i in the schema's dtype and dims (this also applies keepdim).
 Value Finish(Ctx& c, Value v, size_t i = 0) {
   return ir::Reshape(c.g, Cast(c, v, c.out[i].dtype), c.out[i].dims);
@@ -101,7 +95,8 @@ V Mean(Ctx& c) {
   Value x = Input(c);
   Dims dims = ReduceDims(c, c.T(x).rank());
   Value s = Sum(c, x, dims);
-  return {Finish(c, Arith(c, "stablehlo.divide", s, Splat(c, Count(c.T(x).dims, dims), s)))};
+  Value n = ir::BroadcastTo(c.g, ir::ElementCount(c.g, x, dims, c.T(s).dtype), c.T(s).dims);
+  return {Finish(c, Arith(c, "stablehlo.divide", s, n))};
 }
 
 V Prod(Ctx& c) {
@@ -175,7 +170,7 @@ V VarStd(Ctx& c, bool take_sqrt, bool with_mean) {
   Value x = Input(c);
   const Dims in_dims = c.T(x).dims;
   Dims dims = ReduceDims(c, c.T(x).rank());
-  Value n = ir::Constant(c.g, static_cast<double>(Count(in_dims, dims)), c.T(x).dtype);
+  Value n = ir::ElementCount(c.g, x, dims, c.T(x).dtype);
   Value s = Sum(c, x, dims);
   Value mean = Arith(c, "stablehlo.divide", s, ir::BroadcastTo(c.g, n, c.T(s).dims));
   Value d = Arith(c, "stablehlo.subtract", x, Expand(c, mean, in_dims, dims));

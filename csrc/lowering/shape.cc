@@ -253,6 +253,13 @@ V DiagonalCopy(Ctx& c) {
 }  // namespace
 
 void AddShapeRules(RuleMap& m) {
+  // Bounded dynamism: the values stay as they are; XLA learns that only the first `size` entries
+  // along `dim` count, and masks reductions, dots and the rest to them.
+  m["torchtpu::set_dimension_size"] = +[](Ctx& c) {
+    Value size = ir::Convert(c.g, c.In("size"), DType::kS32);
+    return V{c.g.Op1("stablehlo.set_dimension_size", {c.In("self"), size}, c.out[0],
+                     "dimension = " + std::to_string(c.Int("dim")) + " : i64")};
+  };
   m["aten::cat"] = Cat;
   m["aten::constant_pad_nd"] = ConstantPadNd;
   m["aten::diag_embed"] =

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -100,4 +101,29 @@ TEST(Ir, RunsShapeOps) {
 }
 
 }  // namespace
+TEST(Ir, DynamicSizesCountTheRealEntriesAndReturnPlainBuffers) {
+  // x is [2, 6] with 4 real entries per row (set_dimension_size): the mean counts them, and
+  // exp(x), dynamic along dim 1, comes back as a plain [2, 6] buffer that a program takes in.
+  Graph g;
+  Value x = g.Param({DType::kF32, {2, 6}});
+  Value n = g.Param({DType::kS32, {}});
+  Value d = g.Op1("stablehlo.set_dimension_size", {x, n}, g.type(x), "dimension = 1 : i64");
+  Value sum = Reduce(g, d, Constant(g, 0, DType::kF32), {1}, "stablehlo.add");
+  Value count = BroadcastTo(g, ElementCount(g, d, {1}, DType::kF32), {2});
+  g.results = {Binary(g, "stablehlo.divide", sum, count), Unary(g, "stablehlo.exponential", d)};
+  auto exe = TestClient().Compile(PrintModule(g), {{DType::kF32, {2}}, {DType::kF32, {2, 6}}});
+  std::vector<float> data{1, 2, 3, 6, 100, 100, 2, 2, 2, 2, 100, 100};
+  int32_t real = 4;
+  rt::BufferPtr a = TestClient().FromHost(data.data(), DType::kF32, {2, 6}, 0);
+  rt::BufferPtr b = TestClient().FromHost(&real, DType::kS32, {}, 0);
+  auto res = TestClient().Execute(*exe, {a->raw(), b->raw()}, 0);
+  std::vector<float> mean(2);
+  res[0]->ToHost(mean.data(), sizeof(float) * 2);
+  EXPECT_EQ(mean, (std::vector<float>{3, 2}));
+  // The dynamic result feeds the same program: a plain buffer of the static size.
+  auto again = TestClient().Execute(*exe, {res[1]->raw(), b->raw()}, 0);
+  again[0]->ToHost(mean.data(), sizeof(float) * 2);
+  EXPECT_FLOAT_EQ(mean[1], std::exp(2.0f));
+}
+
 }  // namespace tpu::ir
