@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from . import _C
+from . import _C, _bounded
 
 # Captures kept per graph (one per input layout: strides, storage offsets, aliasing).
 _MAX_PROGRAMS = 8
@@ -32,8 +32,12 @@ class _Interpreter(torch.fx.Interpreter):
     """Runs a graph node by node; an error names the user's line the node came from."""
 
     def run_node(self, n: torch.fx.Node) -> Any:
+        return self._noted(n, lambda: super(_Interpreter, self).run_node(n))
+
+    @staticmethod
+    def _noted(n: torch.fx.Node, run: Callable[[], Any]) -> Any:
         try:
-            return super().run_node(n)
+            return run()
         except Exception as e:
             trace = (n.meta.get("stack_trace") or "").strip()
             if trace and not getattr(e, "_tpu_noted", False):
@@ -41,6 +45,25 @@ class _Interpreter(torch.fx.Interpreter):
                 e.add_note("(compiled graph, from user code)\n" + "\n".join(last))
                 e._tpu_noted = True  # type: ignore[attr-defined]
             raise
+
+
+class _BoundedInterpreter(_Interpreter):
+    """Runs a graph on padded inputs inside a capture, with symbolic numbers it takes as values
+    computed from the real sizes (see _bounded)."""
+
+    def __init__(self, gm: torch.fx.GraphModule, plan: _bounded.Plan, sizes: list[Any]) -> None:
+        super().__init__(gm)
+        self.plan = plan
+        self.sizes = dict(zip(plan.symbols, sizes))
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        if n in self.plan.value_args:
+            args, kwargs = self.fetch_args_kwargs_from_env(n)
+            positions = self.plan.value_args[n]
+            return self._noted(
+                n, lambda: _bounded.call_with_values(n, args, kwargs, positions, self.sizes)
+            )
+        return super().run_node(n)
 
 
 def _values(v: Any) -> list[Any]:
@@ -53,7 +76,9 @@ def _is_symbolic(v: Any) -> bool:
     return isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool))
 
 
-def _split_host(gm: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule | None, torch.fx.GraphModule, list[tuple[str, int]]] | None:
+def _split_host(
+    gm: torch.fx.GraphModule,
+) -> tuple[torch.fx.GraphModule | None, torch.fx.GraphModule, list[tuple[str, int]]] | None:
     """Splits off the graph's host part: ops on CPU tensors computed from the graph's inputs and
     constants alone (an optimizer's step counts and bias corrections, a constant's copy). They run
     in Python on each call, and their values enter the device part as inputs.
@@ -87,9 +112,7 @@ def _split_host(gm: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule | None, 
 
     # The host values the device part or the outputs use.
     exported = [
-        n
-        for n in host_nodes
-        if any(where.get(u) == "device" or u.op == "output" for u in n.users)
+        n for n in host_nodes if any(where.get(u) == "device" or u.op == "output" for u in n.users)
     ]
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
 
@@ -140,10 +163,13 @@ class CompiledGraph:
         self._boxed_call = True
         self.gm = gm
         self.device = _graph_device(example_inputs)
-        split = _split_host(gm) if self.device is not None else None
+        # Symbolic sizes: one program per bound (see _bounded).
+        self.bounded = _bounded.plan(gm) if self.device is not None else None
+        split = _split_host(gm) if self.device is not None and self.bounded is None else None
         self.replayable = split is not None
         self.host, self.dev, self.sources = split if split is not None else (None, gm, [])
         self.programs: list[Any] = []
+        self.bounded_programs: dict[tuple[int, ...], list[Any]] = {}
         self.captures = 0
         self.replays = 0
 
@@ -154,6 +180,8 @@ class CompiledGraph:
             args[0].clear()
         else:
             inputs = list(args)
+        if self.bounded is not None:
+            return self._run_bounded(self.bounded, inputs)
         if not self.replayable:
             return _Interpreter(self.gm).run(*inputs)
         host = list(self.host(*inputs)) if self.host is not None else []
@@ -163,26 +191,56 @@ class CompiledGraph:
         return [host[i] if where == "host" else outs[i] for where, i in self.sources]
 
     def _run_device(self, inputs: list[Any]) -> Any:
-        for prog in self.programs:
+        outs = self._replay_or_capture(
+            self.programs, inputs, lambda: _Interpreter(self.dev).run(*inputs)
+        )
+        return _Interpreter(self.dev).run(*inputs) if outs is None else outs
+
+    def _run_bounded(self, plan: _bounded.Plan, inputs: list[Any]) -> Any:
+        vals = _bounded.values(plan, inputs)
+        bounds = _bounded.bounds(plan, vals)
+        programs = self.bounded_programs.setdefault(tuple(bounds[s] for s in plan.symbols), [])
+        padded = _bounded.pad_inputs(plan, inputs, bounds)
+        sizes = _bounded.size_tensors(plan, vals, torch.device("tpu", self.device))
+        outs = self._replay_or_capture(
+            programs,
+            padded + sizes,
+            lambda: _BoundedInterpreter(self.dev, plan, sizes).run(
+                *_bounded.mark(plan, padded, sizes)
+            ),
+        )
+        if outs is None:
+            return _Interpreter(self.gm).run(*inputs)
+        return _bounded.narrow_outputs(plan, list(outs), vals)
+
+    def _replay_or_capture(
+        self, programs: list[Any], inputs: list[Any], run_graph: Callable[[], Any]
+    ) -> Any:
+        """Runs the program captured for these inputs' layout, capturing it first if there is
+        none yet: the graph's outputs, or None past the limit of captures (the caller runs the
+        graph op by op). `run_graph` runs the graph inside a capture."""
+        for prog in programs:
             out = prog.run(inputs)
             if out is not None:
                 self.replays += 1
                 return out
-        if len(self.programs) >= _MAX_PROGRAMS:
-            return _Interpreter(self.dev).run(*inputs)
+        if len(programs) >= _MAX_PROGRAMS:
+            return None
         _C._begin_graph_capture(self.device, inputs)
         try:
-            outs = _Interpreter(self.dev).run(*inputs)
+            outs = run_graph()
         except BaseException:
             _C._abort_graph_capture()
             raise
         prog = _C._end_graph_capture(_values(outs))
         self.captures += 1
         if prog is None:
-            self.programs.clear()
-            self.replayable = False  # it read a value back, or computed on the host
+            # It read a value back, or computed on the host: op by op from now on.
+            programs.clear()
+            self.replayable = False
+            self.bounded = None
         else:
-            self.programs.insert(0, prog)
+            programs.insert(0, prog)
         return outs
 
 

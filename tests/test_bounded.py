@@ -1,0 +1,185 @@
+"""Bounded dynamic shapes under torch.compile(backend="tpu"): a graph traced with a symbolic
+length is one program for every length within its bound (torchtpu/_bounded.py), and padding
+never reaches results, losses or gradients. Each check is against the same function on CPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torchtpu
+from torchtpu import _dynamo
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def compiles() -> int:
+    return torchtpu.metrics()["compiles"]
+
+
+def graphs_of(before: set[int]) -> list[_dynamo.CompiledGraph]:
+    """The graphs compiled since `before` (the ids of graphs alive then)."""
+    return [g for g in _dynamo.compiled_graphs() if id(g) not in before]
+
+
+def alive() -> set[int]:
+    return {id(g) for g in _dynamo.compiled_graphs()}
+
+
+def dynamic(t: torch.Tensor, dim: int = 0, max: int = 32, min: int = 2) -> torch.Tensor:
+    torch._dynamo.mark_dynamic(t, dim, min=min, max=max)
+    return t
+
+
+def reductions(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (
+        x.sum(0),
+        x.mean(0),
+        x.var(0),
+        torch.softmax(x, 0),
+        x.logsumexp(0),
+        x.amax(0),
+        x @ w,
+        F.mse_loss(x, torch.zeros_like(x)),
+    )
+
+
+def test_one_program_for_every_length(device):
+    w = torch.randn(8, 5)
+    f = torch.compile(reductions, backend="tpu")
+    before = alive()
+    for i, n in enumerate([3, 7, 20, 32, 11]):
+        x = torch.randn(n, 8) * 3 + 1
+        start = compiles()
+        got = f(dynamic(x.to(device)), w.to(device))
+        if i > 0:
+            assert compiles() == start, f"length {n} compiled again"
+        for g, e in zip(got, reductions(x, w)):
+            assert g.shape == e.shape
+            torch.testing.assert_close(g.cpu(), e, atol=1e-4, rtol=1e-4)
+    (graph,) = graphs_of(before)
+    assert graph.bounded is not None and graph.captures == 1 and graph.replays == 4
+
+
+class TokenModel(torch.nn.Module):
+    """Packed tokens: every tensor's variable dim is its first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(40, 16)
+        self.fc1 = torch.nn.Linear(16, 32)
+        self.norm = torch.nn.LayerNorm(32)
+        self.fc2 = torch.nn.Linear(32, 40)
+
+    def forward(self, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        h = self.norm(F.gelu(self.fc1(self.emb(ids))))
+        return F.cross_entropy(self.fc2(h), labels)
+
+
+def test_training_matches_cpu_at_every_length(device):
+    torch.manual_seed(0)
+    cpu = TokenModel()
+    tpu = TokenModel().to(device)
+    tpu.load_state_dict(cpu.state_dict())
+    step = torch.compile(lambda ids, labels: tpu(ids, labels), backend="tpu")
+    before = alive()
+    for i, n in enumerate([5, 12, 31, 2]):
+        ids, labels = torch.randint(0, 40, (n,)), torch.randint(0, 40, (n,))
+        start = compiles()
+        loss = step(dynamic(ids.to(device)), dynamic(labels.to(device)))
+        loss.backward()
+        ref = cpu(ids, labels)
+        ref.backward()
+        if i > 0:
+            assert compiles() == start, f"length {n} compiled again"
+        torch.testing.assert_close(loss.cpu(), ref, atol=1e-5, rtol=1e-5)
+        for (name, p), q in zip(cpu.named_parameters(), tpu.parameters()):
+            torch.testing.assert_close(q.grad.cpu(), p.grad, atol=1e-5, rtol=1e-4, msg=name)
+        cpu.zero_grad()
+        tpu.zero_grad()
+    forward, backward = graphs_of(before)
+    assert forward.bounded is not None and backward.bounded is not None
+    assert forward.captures == 1 and backward.captures == 1
+
+
+def test_length_used_as_a_value(device):
+    """mean's and var's backward divide by the symbolic length: a value computed from the real
+    size on the device, not the padded one."""
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return (x.mean(0) ** 2).sum() + x.var(0).sum()
+
+    cf = torch.compile(f, backend="tpu")
+    before = alive()
+    for n in [4, 9, 30]:
+        x = torch.randn(n, 3)
+        xt = dynamic(x.to(device)).requires_grad_()
+        cf(xt).backward()
+        xc = x.clone().requires_grad_()
+        f(xc).backward()
+        torch.testing.assert_close(xt.grad.cpu(), xc.grad, atol=1e-5, rtol=1e-5)
+    assert [g.bounded is not None for g in graphs_of(before)] == [True, True]
+
+
+def test_unbounded_lengths_bucket_by_powers_of_two(device):
+    f = torch.compile(lambda x: torch.softmax(x, 0) * x.sum(), backend="tpu", dynamic=True)
+    before = alive()
+    for n in [5, 9, 17, 30, 3]:
+        x = torch.randn(n)
+        torch.testing.assert_close(f(x.to(device)).cpu(), torch.softmax(x, 0) * x.sum())
+    (graph,) = graphs_of(before)
+    assert graph.bounded is not None
+    assert sorted(graph.bounded_programs) == [(16,), (32,)] and graph.captures == 2
+
+
+def test_outputs_come_back_at_their_length_and_feed_back(device):
+    f = torch.compile(lambda x: torch.tanh(x) * 2, backend="tpu")
+    x = torch.randn(6, 4)
+    y = f(dynamic(x.to(device)))
+    assert y.shape == (6, 4)
+    z = f(dynamic(y))  # an output is a narrowed view of a padded buffer: widened in place
+    torch.testing.assert_close(z.cpu(), torch.tanh(torch.tanh(x) * 2) * 2)
+
+
+def test_layouts_padding_would_move_run_as_before(device):
+    """A batch dim before the variable one: XLA would pack the real entries across the batch,
+    which the flat storages do not follow, so the graph is captured per length instead."""
+    w = torch.randn(8, 5)
+    f = torch.compile(lambda x, w: torch.softmax(x @ w, 1), backend="tpu")
+    before = alive()
+    for n in [3, 7]:
+        x = torch.randn(4, n, 8)
+        got = f(dynamic(x.to(device), 1), w.to(device))
+        torch.testing.assert_close(got.cpu(), torch.softmax(x @ w, 1), atol=1e-5, rtol=1e-5)
+    graphs = graphs_of(before)
+    assert graphs and all(g.bounded is None for g in graphs)
+
+
+def test_prefix_of_a_dynamic_dim_and_in_place_writes(device):
+    def head(x: torch.Tensor) -> torch.Tensor:
+        return x[:3].sum(0) + x[0] * x.mean(0)
+
+    f = torch.compile(head, backend="tpu")
+    before = alive()
+    for n in [4, 10]:
+        x = torch.randn(n, 5)
+        torch.testing.assert_close(
+            f(dynamic(x.to(device), min=3)).cpu(), head(x), atol=1e-5, rtol=1e-5
+        )
+    assert [g.bounded is not None for g in graphs_of(before)] == [True]
+
+    def scale_(x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2)
+        return x.sum()
+
+    g = torch.compile(scale_, backend="tpu")
+    x = torch.randn(7, 3)
+    xt = dynamic(x.to(device))
+    torch.testing.assert_close(g(xt).cpu(), (x * 2).sum())
+    torch.testing.assert_close(xt.cpu(), x * 2)  # the caller's tensor, not a padded copy

@@ -1,0 +1,442 @@
+"""Bounded dynamic shapes for compiled graphs: one program for every size within a bound.
+
+A graph Dynamo traced with symbolic sizes (`torch._dynamo.mark_dynamic(t, dim, min=, max=)`,
+or `torch.compile(..., dynamic=True)`) is captured once per *bound*: each dynamic input is padded
+to the bound along its dynamic dims, and inside the program `torchtpu::set_dimension_size` marks
+how many entries are real (a 0-d size tensor, a program input). XLA's dynamic padder then makes
+reductions, matmuls, softmax and the rest count only the real entries. Outputs come back padded
+and are narrowed to the sizes the graph's symbolic shapes give for this call.
+
+A symbol's bound is its `max=` when it has one, else the next power of two (at least 16), so a
+loop over lengths compiles once per power of two. Storages are flat, and XLA packs a dynamic dim's real entries first whenever a value is
+reshaped, so a graph is handled here only when that packing leaves the padded layout as it is:
+every tensor's dynamic dim is its outermost dim in memory that is not 1 (packed sequences, batch
+1). Other graphs, and those whose results would depend on where the padding sits (a size that is
+not a product of symbols and integers, as a `cat` along a dynamic dim gives; flips, sorts,
+negative or symbolic indices along a dynamic dim; in-place writes to a dynamic input), run as
+before: captured once per shape.
+
+Random ops draw for the padded shape, so a bounded graph's dropout masks differ from eager's for
+the same seed (with the same distribution).
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+import torch
+import torch.fx
+
+_MIN_BOUND = 16
+
+# Ops whose results depend on where the padding sits, when they see a dynamic size.
+_POSITIONAL = {
+    "flip",
+    "roll",
+    "sort",
+    "argsort",
+    "msort",
+    "topk",
+    "kthvalue",
+    "median",
+    "mode",
+    "unique",
+    "searchsorted",
+    "as_strided",
+    "unfold",
+    "index_put",
+    "index_put_",
+    "scatter",
+    "scatter_add",
+    "scatter_reduce",
+    "_unsafe_index_put",
+    "index_copy",
+    "index_fill",
+    "diagonal",
+    "tril",
+    "triu",
+    "cumsum",
+    "cumprod",
+    "logcumsumexp",
+    "cummax",
+    "cummin",
+    "constant_pad_nd",
+    "reflection_pad1d",
+    "reflection_pad2d",
+    "replication_pad1d",
+    "replication_pad2d",
+    "nonzero",
+    "masked_select",
+}
+
+
+# Ops that read a value back to the host mid-graph: the ops after them would run in another
+# program, where the padded dims are no longer marked.
+_FLUSHES = {"aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::item"}
+
+
+def _expr(v: Any) -> sympy.Expr | None:
+    """The sympy expression of a size (None for a plain int)."""
+    return v.node.expr if isinstance(v, torch.SymInt) else None
+
+
+def _monomial(e: sympy.Expr) -> bool:
+    """An integer times a product of symbols: the padded size is a bound of the same form."""
+    if e.is_Integer or e.is_Symbol:
+        return True
+    if e.is_Mul:
+        return all(a.is_Integer or a.is_Symbol for a in e.args)
+    return False
+
+
+def _packs_in_place(v: Any) -> bool:
+    """Whether XLA's packing of a dynamic size leaves the padded layout as it is.
+
+    Storages are flat: a value is reshaped to 1-D and back whenever it is stored or viewed, and a
+    reshape packs a dynamic dim's real entries first. That is the padded layout itself only when
+    the dynamic dim is the outermost dim in memory that is not 1 (one dynamic dim per tensor)."""
+    if not isinstance(v, torch.Tensor):
+        return True
+    dyn = [d for d, n in enumerate(v.shape) if isinstance(n, torch.SymInt)]
+    if not dyn:
+        return True
+    if len(dyn) > 1:
+        return False
+    big = 1 << 20  # any large size orders the strides as every real size would
+
+    def value(x: Any) -> int:
+        return (
+            int(_expr(x).subs({f: big for f in _expr(x).free_symbols}))
+            if isinstance(x, torch.SymInt)
+            else int(x)
+        )
+
+    strides = [value(st) for st in v.stride()]
+    d = dyn[0]
+    if strides[d] == 0:
+        return True  # broadcast along the dynamic dim: nothing of it is stored
+    return all(int(v.shape[k]) == 1 for k in range(v.dim()) if k != d and strides[k] > strides[d])
+
+
+def _tensor_exprs(v: Any) -> list[sympy.Expr]:
+    if not isinstance(v, torch.Tensor):
+        return []
+    return [e for s in v.shape if (e := _expr(s)) is not None]
+
+
+@dataclass
+class Plan:
+    """Where a graph's symbols come from and what its outputs' sizes are."""
+
+    symbols: list[sympy.Symbol]
+    sources: dict[sympy.Symbol, tuple[int, int | None]]  # (input, dim or None for a SymInt)
+    inputs: list[dict[int, sympy.Symbol]]  # per input: its dynamic dims and their symbols
+    ints: dict[int, sympy.Symbol]  # the SymInt inputs
+    ranges: dict[sympy.Symbol, int | None]  # each symbol's max, when it has one
+    outputs: list[Any]  # per output: its fake value (sizes as SymInts)
+    # Ops that take a symbolic size as a value (mean's backward divides by it): the argument
+    # positions (index or keyword) that get a 0-d tensor computed from the real sizes.
+    value_args: dict[torch.fx.Node, list[int | str]]
+
+
+def plan(gm: torch.fx.GraphModule) -> Plan | None:
+    """A plan when the graph has symbolic sizes and padding cannot change its results."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    symbols: list[sympy.Symbol] = []
+    value_args: dict[torch.fx.Node, list[int | str]] = {}
+    sources: dict[sympy.Symbol, tuple[int, int | None]] = {}
+    inputs: list[dict[int, sympy.Symbol]] = []
+    ints: dict[int, sympy.Symbol] = {}
+    for k, n in enumerate(placeholders):
+        v = n.meta.get("val")
+        dims: dict[int, sympy.Symbol] = {}
+        found = [(None, _expr(v))] if isinstance(v, torch.SymInt) else []
+        if isinstance(v, torch.Tensor):
+            found = [(d, e) for d, sz in enumerate(v.shape) if (e := _expr(sz)) is not None]
+            if found and v.device.type != "tpu":
+                return None
+        for d, e in found:
+            if not e.is_Symbol:
+                return None
+            if d is not None:
+                dims[d] = e
+            else:
+                ints[k] = e
+            sources.setdefault(e, (k, d))
+            if e not in symbols:
+                symbols.append(e)
+        inputs.append(dims)
+    if not symbols:
+        return None
+    for n in gm.graph.nodes:
+        vals = n.meta.get("val")
+        vals = list(vals) if isinstance(vals, (list, tuple)) else [vals]
+        if not all(_monomial(e) for v in vals for e in _tensor_exprs(v)):
+            return None
+        if any(isinstance(v, torch.Tensor) and v.device.type != "tpu" for v in vals):
+            return None  # a host part: not one device program
+        if not all(_packs_in_place(v) for v in vals):
+            return None
+        if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
+            continue
+        if n.target._schema.name in _FLUSHES or n.target.namespace == "_c10d_functional":
+            return None  # the rest of the graph would run apart from its set_dimension_size
+        as_values = _value_positions(n)
+        if as_values is None:
+            return None
+        if as_values:
+            value_args[n] = as_values
+        ins = [a.meta.get("val") for a in n.all_input_nodes]
+        dynamic_in = [a for a in ins if _tensor_exprs(a)]
+        if not dynamic_in:
+            continue
+        name = n.target._schema.name.split("::")[-1]
+        if name in _POSITIONAL:
+            return None
+        if name in ("select", "slice", "narrow") and not _prefix_index(n):
+            return None
+        if n.target._schema.is_mutable:
+            return None  # writing into a padded copy would not reach the caller's tensor
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    outs = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in output.args[0]]
+    shape_env = _shape_env(gm)
+    ranges = {}
+    for s in symbols:
+        r = shape_env.var_to_range.get(s) if shape_env is not None else None
+        ranges[s] = _finite(r.upper) if r is not None else None
+    return Plan(symbols, sources, inputs, ints, ranges, outs, value_args)
+
+
+_SIZE_TYPES = ("int", "SymInt", "List[int]", "List[SymInt]", "Optional[int]", "Optional[SymInt]")
+
+
+def _value_positions(n: torch.fx.Node) -> list[int | str] | None:
+    """Where an op takes a symbolic number as a value rather than as a size; None when such a
+    value cannot be computed on the device."""
+    out: list[int | str] = []
+    for i, a in enumerate(n.target._schema.arguments):
+        v = n.kwargs.get(a.name) if a.kwarg_only or i >= len(n.args) else n.args[i]
+        if not isinstance(v, torch.fx.Node):
+            continue
+        val = v.meta.get("val")
+        if not isinstance(val, (torch.SymInt, torch.SymFloat)) or str(a.type) in _SIZE_TYPES:
+            continue
+        if str(a.type) not in (
+            "Scalar",
+            "number",
+            "Tensor",
+            "float",
+            "Optional[Scalar]",
+            "Optional[number]",
+            "Optional[float]",
+        ):
+            return None
+        if not _evaluable(val.node.expr):
+            return None
+        out.append(a.name if a.kwarg_only or i >= len(n.args) else i)
+    return out
+
+
+# torch's sympy functions for size arithmetic, by name: how to compute each on tensors.
+_FUNCTIONS = {
+    "FloatTrueDiv": lambda a, b: a / b,
+    "IntTrueDiv": lambda a, b: a / b,
+    "FloorDiv": lambda a, b: a // b,
+    "ToFloat": lambda a: (
+        a.to(torch.get_default_dtype()) if isinstance(a, torch.Tensor) else float(a)
+    ),
+}
+
+
+def _evaluable(e: sympy.Expr) -> bool:
+    if e.is_Symbol or e.is_Number:
+        return True
+    if e.is_Add or e.is_Mul or type(e).__name__ in _FUNCTIONS:
+        return all(_evaluable(a) for a in e.args)
+    if e.is_Pow:
+        return _evaluable(e.args[0]) and e.args[1].is_Number
+    return False
+
+
+def value_tensor(e: sympy.Expr, sizes: dict[sympy.Symbol, torch.Tensor]) -> Any:
+    """A symbolic number's value in this call, computed on the device from the size tensors."""
+    if e.is_Symbol:
+        return sizes[e].to(torch.int64)
+    if e.is_Integer:
+        return int(e)
+    if e.is_Number:
+        return float(e)
+    parts = [value_tensor(a, sizes) for a in e.args]
+    if type(e).__name__ in _FUNCTIONS:
+        return _FUNCTIONS[type(e).__name__](*parts)
+    if e.is_Add:
+        return functools.reduce(operator.add, parts)
+    if e.is_Mul:
+        return functools.reduce(operator.mul, parts)
+    base, exp = parts
+    if isinstance(base, torch.Tensor) and exp < 0:
+        base = base.to(torch.get_default_dtype())
+    return base**exp
+
+
+def call_with_values(
+    n: torch.fx.Node, args: tuple, kwargs: dict, positions: list[int | str], sizes: dict
+) -> Any:
+    """Runs n's op with its symbolic value arguments as 0-d tensors of the real values (the
+    op's Tensor overload where it was called with a Scalar)."""
+    args, kwargs = list(args), dict(kwargs)
+    for p in positions:
+        source = n.args[p] if isinstance(p, int) else n.kwargs[p]
+        v = value_tensor(source.meta["val"].node.expr, sizes)
+        if isinstance(p, int):
+            args[p] = v
+        else:
+            kwargs[p] = v
+    op = n.target
+    name = op._overloadname
+    if "Scalar" in name:
+        op = getattr(op.overloadpacket, name.replace("Scalar", "Tensor"), op)
+    return op(*args, **kwargs)
+
+
+def _finite(v: Any) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError, AttributeError, OverflowError):
+        return None  # int_oo: no bound
+
+
+def _prefix_index(n: torch.fx.Node) -> bool:
+    """select/slice/narrow along a dynamic dim with non-negative integer positions only (a
+    negative or symbolic position would count from the padded end)."""
+    x = n.args[0].meta.get("val")
+    dim = n.args[1] if len(n.args) > 1 else n.kwargs.get("dim", 0)
+    if not isinstance(dim, int):
+        return False
+    if _expr(x.shape[dim]) is None:
+        return True
+    positions = list(n.args[2:]) + [
+        v for k, v in n.kwargs.items() if k in ("index", "start", "end", "length")
+    ]
+    for p in positions:
+        if p is None:
+            continue
+        if isinstance(p, torch.fx.Node):
+            p = p.meta.get("val")
+        if isinstance(p, torch.SymInt):
+            # Only the whole extent, x[:, :n] with n the dim's own size.
+            if _expr(p) != _expr(x.shape[dim]):
+                return False
+        elif not isinstance(p, int) or p < 0:
+            return False
+    return True
+
+
+def _shape_env(gm: torch.fx.GraphModule) -> Any:
+    for n in gm.graph.nodes:
+        v = n.meta.get("val")
+        if isinstance(v, torch.Tensor) and hasattr(v, "fake_mode"):
+            return v.fake_mode.shape_env
+        if isinstance(v, torch.SymInt):
+            return v.node.shape_env
+    return None
+
+
+def values(p: Plan, inputs: list[Any]) -> dict[sympy.Symbol, int]:
+    """The symbols' values in this call."""
+    out = {}
+    for s in p.symbols:
+        k, d = p.sources[s]
+        out[s] = int(inputs[k]) if d is None else int(inputs[k].shape[d])
+    return out
+
+
+def bounds(p: Plan, vals: dict[sympy.Symbol, int]) -> dict[sympy.Symbol, int]:
+    """The padded size of each symbol: its max, else the next power of two."""
+    out = {}
+    for s, v in vals.items():
+        hi = p.ranges[s]
+        if hi is not None and v <= hi:
+            out[s] = hi
+        else:
+            out[s] = max(_MIN_BOUND, 1 << max(v - 1, 0).bit_length())
+    return out
+
+
+def _eval(e: Any, env: dict[sympy.Symbol, int]) -> int:
+    if isinstance(e, torch.SymInt):
+        return int(_expr(e).xreplace(env))
+    return int(e)
+
+
+def pad_inputs(p: Plan, inputs: list[Any], bnd: dict[sympy.Symbol, int]) -> list[Any]:
+    """The call's inputs with dynamic dims padded to their bounds and SymInts set to the bounds.
+
+    A tensor whose storage already holds its padded extent (an output of an earlier call, which
+    is a narrowed view of a padded buffer) is widened in place; another goes through the host.
+    """
+    out = list(inputs)
+    for k, s in p.ints.items():
+        out[k] = bnd[s]
+    for k, dims in enumerate(p.inputs):
+        if dims:
+            x = inputs[k]
+            sizes = [bnd[dims[d]] if d in dims else n for d, n in enumerate(x.shape)]
+            out[k] = _widen(x, sizes)
+    return out
+
+
+def _widen(x: torch.Tensor, sizes: list[int]) -> torch.Tensor:
+    strides = list(x.stride())
+    if _fits(x, sizes, strides):
+        return x.as_strided(sizes, strides, x.storage_offset())
+    host = x.detach().cpu()
+    padded = host.new_zeros(sizes)
+    padded[tuple(slice(0, n) for n in host.shape)] = host
+    return padded.to(x.device)
+
+
+def _fits(x: torch.Tensor, sizes: list[int], strides: list[int]) -> bool:
+    """Whether x's storage holds the padded extent, without overlap, from x's own offset."""
+    if any(st <= 0 for st, n in zip(strides, sizes) if n > 1):
+        return False
+    span = 1
+    for d in sorted(range(len(sizes)), key=lambda d: strides[d]):
+        if sizes[d] > 1 and strides[d] < span:
+            return False
+        span = max(span, strides[d] * sizes[d])
+    last = x.storage_offset() + sum((n - 1) * st for n, st in zip(sizes, strides))
+    return last < x.untyped_storage().nbytes() // x.element_size()
+
+
+def size_tensors(p: Plan, vals: dict, device: torch.device) -> list[torch.Tensor]:
+    return [torch.tensor(vals[s], dtype=torch.int32).to(device) for s in p.symbols]
+
+
+def mark(p: Plan, padded: list[Any], sizes: list[torch.Tensor]) -> list[Any]:
+    """Inside a capture: the padded inputs marked with their real sizes."""
+    out = list(padded)
+    index = {s: i for i, s in enumerate(p.symbols)}
+    for k, dims in enumerate(p.inputs):
+        for d, s in dims.items():
+            out[k] = torch.ops.torchtpu.set_dimension_size(out[k], d, sizes[index[s]])
+    return out
+
+
+def narrow_outputs(p: Plan, outs: list[Any], vals: dict) -> list[Any]:
+    """The padded outputs cut to this call's sizes (views of the padded buffers)."""
+    res = list(outs)
+    for i, fake in enumerate(p.outputs):
+        if isinstance(fake, torch.SymInt):
+            res[i] = _eval(fake, vals)
+        elif isinstance(fake, torch.Tensor) and isinstance(res[i], torch.Tensor):
+            t = res[i]
+            for d, s in enumerate(fake.shape):
+                if isinstance(s, torch.SymInt):
+                    t = t.narrow(d, 0, _eval(s, vals))
+            res[i] = t
+    return res
