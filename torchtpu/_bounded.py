@@ -22,6 +22,7 @@ the same seed (with the same distribution).
 
 from __future__ import annotations
 
+import collections
 import functools
 import operator
 from dataclasses import dataclass
@@ -390,14 +391,29 @@ def pad_inputs(p: Plan, inputs: list[Any], bnd: dict[sympy.Symbol, int]) -> list
     return out
 
 
+# Host-padded copies of recent inputs, for the next graph of the same step (the backward takes
+# the forward's inputs again, as other tensor objects over the same storage). Keyed by the
+# storage's handle (tpu data pointers are never reused), the view and the version counter, so a
+# write to the input misses.
+_padded: collections.OrderedDict[tuple, torch.Tensor] = collections.OrderedDict()
+_PADDED_KEPT = 8
+
+
 def _widen(x: torch.Tensor, sizes: list[int]) -> torch.Tensor:
     strides = list(x.stride())
     if _fits(x, sizes, strides):
         return x.as_strided(sizes, strides, x.storage_offset())
+    key = (x.data_ptr(), x.dtype, tuple(x.shape), tuple(strides), x._version, tuple(sizes))
+    if key in _padded:
+        _padded.move_to_end(key)
+        return _padded[key]
     host = x.detach().cpu()
     padded = host.new_zeros(sizes)
     padded[tuple(slice(0, n) for n in host.shape)] = host
-    return padded.to(x.device)
+    _padded[key] = padded = padded.to(x.device)
+    if len(_padded) > _PADDED_KEPT:
+        _padded.popitem(last=False)
+    return padded
 
 
 def _fits(x: torch.Tensor, sizes: list[int], strides: list[int]) -> bool:
