@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -79,6 +80,26 @@ def test_compiles_are_host_rows_named_after_the_program(device, tmp_path: Path):
     compiles = [e for e in events if e.get("cat") == "privateuse1_runtime" and "atan2" in e["name"]]
     assert compiles and all(e["dur"] > 0 for e in compiles)
     torch.testing.assert_close(y.cpu(), torch.atan2(x.cpu(), x.cpu().abs() + 0.37))
+
+
+def test_a_compile_is_on_the_row_of_the_thread_that_compiled(device, tmp_path: Path):
+    compiled_on: list[int] = []
+
+    def work() -> None:
+        compiled_on.append(threading.get_native_id())
+        with torchtpu.mode("strict"):
+            x = torch.randn(5, 11, device=device)
+            torch.hypot(x, x.abs() + 0.41).cpu()  # a program no other test runs
+
+    with profile(activities=ACTIVITIES) as prof:
+        worker = threading.Thread(target=work)
+        worker.start()
+        worker.join(timeout=120)
+    trace = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(trace))
+    events = json.loads(trace.read_text())["traceEvents"]
+    rows = [e for e in events if e.get("cat") == "privateuse1_runtime" and "hypot" in e["name"]]
+    assert rows and all(e["tid"] == compiled_on[0] for e in rows), (rows, compiled_on)
 
 
 def test_the_timeline_is_off_once_the_profiler_stops(device):

@@ -1,5 +1,8 @@
 #include "eager/profile.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -53,7 +56,8 @@ void NoteRun(const rt::Executable& exe, int64_t ops, int64_t launch_ns,
 }
 
 void NoteCompile(int64_t start_ns, bool loaded) {
-  CompileRun c{t_label ? t_label->name() : "tpu program", start_ns, NowNs(), loaded};
+  CompileRun c{t_label ? t_label->name() : "tpu program", start_ns, NowNs(), loaded,
+               static_cast<int64_t>(::syscall(SYS_gettid))};
   std::lock_guard<std::mutex> lock(g_mu);
   g_compiles.push_back(std::move(c));
 }

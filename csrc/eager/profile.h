@@ -27,7 +27,8 @@ struct CompileRun {
   std::string name;  // the program's name, as in ProgramRun
   int64_t start_ns;
   int64_t end_ns;
-  bool loaded;  // found in the persistent cache: deserialized, not compiled
+  bool loaded;     // found in the persistent cache: deserialized, not compiled
+  int64_t thread;  // the OS thread that compiled (or loaded) it
 };
 
 void SetProfiling(bool on);

@@ -85,7 +85,7 @@ class Session : public libkineto::IActivityProfilerSession {
         a.startTime = c.start_ns + offset;
         a.endTime = c.end_ns + offset;
         a.device = pid;
-        a.resource = libkineto::systemThreadId();
+        a.resource = c.thread;  // the compiling thread's row, as Kineto numbers threads
         a.log(logger);
       }
     }
