@@ -220,7 +220,8 @@ def _value_positions(n: torch.fx.Node) -> list[int | str] | None:
     value cannot be computed on the device."""
     out: list[int | str] = []
     for i, a in enumerate(n.target._schema.arguments):
-        v = n.kwargs.get(a.name) if a.kwarg_only or i >= len(n.args) else n.args[i]
+        where: int | str = a.name if a.kwarg_only or i >= len(n.args) else i
+        v = n.kwargs.get(a.name) if isinstance(where, str) else n.args[i]
         if not isinstance(v, torch.fx.Node):
             continue
         val = v.meta.get("val")
@@ -238,7 +239,7 @@ def _value_positions(n: torch.fx.Node) -> list[int | str] | None:
             return None
         if not _evaluable(val.node.expr):
             return None
-        out.append(a.name if a.kwarg_only or i >= len(n.args) else i)
+        out.append(where)
     return out
 
 
