@@ -593,6 +593,9 @@ std::vector<std::pair<int64_t, int64_t>> Trace::Donations(const Taken& t,
     }
     for (size_t o = 0; o < outputs.size(); ++o) {
       const Op& op = t.ops[t.value_op[outputs[o]]];
+      // XLA:CPU cannot run a collective into an aliased parameter: it reduces into a temporary
+      // and copies it over, which made a 64 MB all_reduce about 20% slower than a fresh buffer.
+      if (op.collective != nullptr) continue;
       const ir::Type& type = op.g->type(op.g->results[outputs[o] - op.first_value]);
       if (!taken[o] && derived[outputs[o]] && type.dtype == b->dtype() && type.dims == b->dims()) {
         taken[o] = 1;

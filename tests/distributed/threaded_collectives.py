@@ -233,10 +233,28 @@ def check_mesh(rank: int) -> None:
         assert got == (2 * 2 * WORLD, 0), f"2-D mesh collectives (fused, lone): {got}"
 
 
+def check_no_donation_into_collectives(rank: int) -> None:
+    # A 1 MiB buffer that only the trace holds after an in-place all_reduce would be donated to
+    # an ordinary op's result; a collective's result must get a fresh buffer (XLA:CPU would
+    # reduce into a temporary and copy it over the donated one).
+    meet.wait()
+    if rank == 0:
+        torchtpu.reset_metrics()
+    meet.wait()
+    x = torch.full((1 << 18,), float(rank), device="tpu")
+    torch.tpu.synchronize()
+    dist.all_reduce(x)
+    same(x, torch.full((1 << 18,), float(sum(range(WORLD)))), "1 MiB all_reduce")
+    meet.wait()
+    donated = torchtpu.metrics()["donated_buffers"]
+    meet.wait()
+    assert donated == 0, f"{donated} buffers donated to collectives"
+
+
 def body(rank: int, world: int) -> str:
     assert torchtpu.distributed.transport() == "xla"
     for check in (check_reductions, check_moves, check_all_to_all, check_p2p,
-                  check_async_and_groups, check_mesh):
+                  check_async_and_groups, check_mesh, check_no_donation_into_collectives):
         check(rank)
     return "ok"
 
