@@ -8,6 +8,7 @@
 #include "aten/dispatch.h"
 #include "aten/graph_builder.h"
 #include "eager/executor.h"
+#include "eager/trace.h"
 #include "lowering/view.h"
 
 namespace tpu::aten {
@@ -211,12 +212,42 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", HasCompatibleShallowCopyType);
 }
 
+namespace {
+
+// fill_ of a one-element tensor that is its whole storage is an upload, not a program: that is
+// autograd's seed, ones_like(loss), which a compiled backward reads before anything else is
+// pending, so as an op it would run as a program of its own. A fresh buffer each time (never
+// the scalar cache's shared one), so programs never see two fills alias by value. CPU's fill_
+// converts the value, with its overflow errors.
+void FillScalar(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const at::Tensor self = (*stack)[stack->size() - 2].toTensor();
+  if (self.numel() != 1 || self.storage_offset() != 0 ||
+      self.storage().nbytes() != static_cast<size_t>(self.element_size()) ||
+      self.is_complex() || eager::TraceOf(self.device().index()).CapturingHere()) {
+    return BoxedKernel(op, ks, stack);
+  }
+  const at::Scalar value = stack->back().toScalar();
+  try {
+    c10::DeviceGuard guard(self.device());
+    FromHost(at::scalar_tensor(value, self.options().device(at::kCPU)), self);
+  } catch (const c10::Error&) {
+    throw;
+  } catch (...) {
+    RethrowAsTorchError("aten::fill_");
+  }
+  torch::jit::drop(*stack, 2);
+  stack->emplace_back(self);
+}
+
+}  // namespace
+
 // Ops whose default kernel raises "not implemented for this backend": route them to the
 // boxed kernel explicitly (the backend fallback is only used when no kernel exists).
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* name : {"convolution_overrideable", "convolution_backward_overrideable"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&BoxedKernel>());
   }
+  m.impl("fill_.Scalar", torch::CppFunction::makeFromBoxedFunction<&FillScalar>());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
