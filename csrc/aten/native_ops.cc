@@ -222,8 +222,8 @@ namespace {
 void FillScalar(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   const at::Tensor self = (*stack)[stack->size() - 2].toTensor();
   if (self.numel() != 1 || self.storage_offset() != 0 ||
-      self.storage().nbytes() != static_cast<size_t>(self.element_size()) ||
-      self.is_complex() || eager::TraceOf(self.device().index()).CapturingHere()) {
+      self.storage().nbytes() != static_cast<size_t>(self.element_size()) || self.is_complex() ||
+      eager::TraceOf(self.device().index()).CapturingHere()) {
     return BoxedKernel(op, ks, stack);
   }
   const at::Scalar value = stack->back().toScalar();
