@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include "aten/storage.h"
 #include "distributed/recorded.h"
 #include "distributed/rendezvous.h"
 #include "eager/executor.h"
+#include "eager/profile.h"
 #include "eager/trace.h"
 
 namespace tpu::dist {
@@ -126,6 +128,9 @@ std::vector<std::vector<rt::BufferPtr>> LaunchProgram(const CollectiveSpec& spec
                                                       const std::vector<Part>& parts,
                                                       std::vector<int> ids) {
   ir::Graph g = lowering::CollectiveProgram(spec);
+  std::optional<eager::ProgramLabel>
+      label;  // the profile's row, e.g. "all_reduce(sum) tensor<6xf32> over 2"
+  if (eager::Profiling() && !parts.empty()) label.emplace(parts[0].signature);
   return RunReplicated(
       parts, ir::StructuralHash(g), [&] { return g; }, std::move(ids));
 }

@@ -437,14 +437,17 @@ LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
 
 std::vector<std::vector<rt::BufferPtr>> ExecuteReplicated(
     const rt::Executable& exe, const std::vector<std::vector<rt::BufferPtr>>& inputs,
-    const std::vector<int>& devices) {
+    const std::vector<int>& devices, int64_t ops) {
   std::vector<std::vector<PJRT_Buffer*>> raw(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     for (const auto& b : inputs[i]) raw[i].push_back(b->raw());
   }
+  int64_t start = NowNs();
   auto outs = Client().ExecuteReplicated(exe, raw, devices);
+  GetMetrics().execute_ns += NowNs() - start;
   GetMetrics().executions++;
   for (size_t i = 0; i < outs.size(); ++i) {
+    if (Profiling()) NoteRun(exe, ops, start, outs[i], devices[i]);  // a row on each device
     NoteOutputs(outs[i], devices[i]);
     if (GetMode() == Mode::kDebug) {
       for (const auto& b : outs[i]) b->Await();

@@ -11,6 +11,8 @@ import warnings
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
 
 import torchtpu
 from torchtpu.testing import threaded_ranks
@@ -251,10 +253,34 @@ def check_no_donation_into_collectives(rank: int) -> None:
     assert donated == 0, f"{donated} buffers donated to collectives"
 
 
+def check_profiled(rank: int) -> None:
+    # torch.profiler shows a program holding a collective on every rank's device: named after
+    # the collective when it runs alone (strict mode), as a fused program when recorded.
+    prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1])
+    if rank == 0:
+        prof.start()
+    meet.wait()
+    x = torch.full((6,), float(rank), device="tpu") * 2
+    dist.all_reduce(x)
+    same(x, torch.full((6,), 2.0 * sum(range(WORLD))), "profiled all_reduce")
+    torch.tpu.synchronize()
+    meet.wait()
+    if rank != 0:
+        return
+    prof.stop()
+    fused = torchtpu.get_mode() == "fused"
+    rows = [e for e in prof.events() if e.device_type == DeviceType.PrivateUse1]
+    named = [e for e in rows if e.name.startswith("fused program" if fused else "all_reduce")]
+    assert {e.device_index for e in named} == set(range(WORLD)), [(e.name, e.device_index)
+                                                                 for e in rows]
+    assert all(e.device_time_total > 0 for e in named), [e.device_time_total for e in named]
+
+
 def body(rank: int, world: int) -> str:
     assert torchtpu.distributed.transport() == "xla"
     for check in (check_reductions, check_moves, check_all_to_all, check_p2p,
-                  check_async_and_groups, check_mesh, check_no_donation_into_collectives):
+                  check_async_and_groups, check_mesh, check_no_donation_into_collectives,
+                  check_profiled):
         check(rank)
     return "ok"
 
