@@ -152,3 +152,29 @@ def test_dlpack_export_is_refused_clearly(device, survivor, export):
     c = torch.arange(3.0)  # CPU tensors export as before
     assert torch.equal(torch.from_dlpack(torch.utils.dlpack.to_dlpack(c)), c)
     assert c.__dlpack_device__()[0] == 1  # kDLCPU
+
+
+@pytest.fixture
+def as_on_a_tpu():
+    torchtpu._C._refuse_float64(True)  # the CPU plugin has float64; a TPU has none
+    yield
+    torchtpu._C._refuse_float64(False)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda d: torch.zeros(3, dtype=torch.float64, device=d),  # BAD-LINE
+        lambda d: torch.ones(3, dtype=torch.float64).to(d),  # BAD-LINE
+        lambda d: torch.ones(3, device=d).double(),  # BAD-LINE
+        lambda d: torch.ones(2, dtype=torch.complex128).to(d),  # BAD-LINE
+    ],
+    ids=["factory", "to", "op_result", "complex128"],
+)
+def test_float64_on_a_tpu_is_a_type_error_at_the_users_line(device, survivor, as_on_a_tpu, make):
+    with pytest.raises(
+        TypeError, match=r"TPUs have no float64\. Please use torch\.(float32|complex64)"
+    ) as e:
+        make(device)
+    raised_at(e, "BAD-LINE")
+    assert (survivor.float() + 1).sum().item() == 21.0  # float32 still works

@@ -19,21 +19,37 @@ const c10::DispatchKeySet kTpuKeys(c10::DispatchKey::PrivateUse1);
 
 bool IsTpu(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
 
+// Every tpu tensor is made here, so a dtype the platform cannot compute in is refused where the
+// user asked for it (a factory, `.to("tpu")`, an op's result), not later inside XLA.
+at::ScalarType CheckedDType(std::optional<at::ScalarType> dtype) {
+  at::ScalarType t = dtype.value_or(at::get_default_dtype_as_scalartype());
+  if (t == at::kDouble) {
+    TORCH_CHECK_TYPE(eager::HasFloat64(),
+                     "Cannot make a tpu tensor of dtype torch.float64: TPUs have no float64. "
+                     "Please use torch.float32 instead (for example `x.float()` before "
+                     "`.to(\"tpu\")`).");
+  } else if (t == at::kComplexDouble) {
+    TORCH_CHECK_TYPE(eager::HasFloat64(),
+                     "Cannot make a tpu tensor of dtype torch.complex128: TPUs have no float64. "
+                     "Please use torch.complex64 instead.");
+  }
+  return t;
+}
+
 at::Tensor Empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
                  std::optional<at::Layout>, std::optional<at::Device> device, std::optional<bool>,
                  std::optional<at::MemoryFormat> memory_format) {
+  at::ScalarType t = CheckedDType(dtype);
   c10::DeviceGuard guard(device.value_or(c10::Device(c10::DeviceType::PrivateUse1)));
-  return at::detail::empty_generic(size, TpuAllocator(), kTpuKeys,
-                                   dtype.value_or(at::get_default_dtype_as_scalartype()),
-                                   memory_format);
+  return at::detail::empty_generic(size, TpuAllocator(), kTpuKeys, t, memory_format);
 }
 
 at::Tensor EmptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
                         std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
                         std::optional<at::Device> device, std::optional<bool>) {
+  at::ScalarType t = CheckedDType(dtype);
   c10::DeviceGuard guard(device.value_or(c10::Device(c10::DeviceType::PrivateUse1)));
-  return at::detail::empty_strided_generic(size, stride, TpuAllocator(), kTpuKeys,
-                                           dtype.value_or(at::get_default_dtype_as_scalartype()));
+  return at::detail::empty_strided_generic(size, stride, TpuAllocator(), kTpuKeys, t);
 }
 
 at::Tensor AsStrided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,

@@ -1,6 +1,7 @@
 #include "eager/executor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -455,6 +456,15 @@ std::vector<std::vector<rt::BufferPtr>> ExecuteReplicated(
   }
   return outs;
 }
+
+namespace {
+std::atomic<bool> g_refuse_float64{false};
+}  // namespace
+
+bool HasFloat64() {
+  return !g_refuse_float64.load(std::memory_order_relaxed) && Client().platform_name() != "tpu";
+}
+void RefuseFloat64(bool on) { g_refuse_float64.store(on, std::memory_order_relaxed); }
 
 std::weak_ptr<rt::Buffer> LastOutput(int device) {
   std::lock_guard<std::mutex> lock(Last().mu);

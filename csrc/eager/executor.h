@@ -110,6 +110,11 @@ std::vector<std::vector<rt::BufferPtr>> ExecuteReplicated(
 // The most recent program output on `device` (what an event recorded now waits for).
 std::weak_ptr<rt::Buffer> LastOutput(int device);
 
+// Whether the platform computes in float64: TPUs do not. `RefuseFloat64(true)` makes any
+// platform answer no, so that tests on the CPU plugin check what a TPU user sees.
+bool HasFloat64();
+void RefuseFloat64(bool on);
+
 // Runs what is pending on `device` and waits for all work issued so far to finish.
 void Synchronize(int device);
 

@@ -115,6 +115,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_checks", &eager::SetChecksEnabled);
   m.def("_set_donation", &eager::SetDonation);
+  m.def("_refuse_float64", &eager::RefuseFloat64);  // tests: behave as a TPU does
   m.def("_set_profiling", &eager::SetProfiling);
   // (program, ops, launch, queued, ready) in seconds of the steady clock; ready is -1e-9 for a
   // run still in flight.
