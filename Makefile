@@ -19,7 +19,7 @@ NEWER_PLUGIN = $(shell $(BIN)/python -c "import importlib.util,os;print(os.path.
 TEST_WORKERS ?= 2
 PYTEST = $(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
-.PHONY: all demo test build system-deps cpp-test py-test tsan coverage bench lint clean
+.PHONY: all demo test build system-deps cpp-test py-test tsan coverage bench gpu-check lint clean
 
 all: build
 
@@ -91,6 +91,11 @@ bench: build
 	$(BIN)/python benchmarks/op_overhead.py
 	$(BIN)/python benchmarks/llama_train.py
 	$(BIN)/python benchmarks/llama_profile.py
+
+# On a machine with an NVIDIA GPU: build against its torch, test on XLA:GPU, and the Llama step
+# beside PyTorch CUDA eager and Inductor (tools/gpu_check.sh says what it needs).
+gpu-check:
+	tools/gpu_check.sh
 
 lint: $(VENV)/.deps
 	$(BIN)/ruff check torchtpu tests benchmarks examples

@@ -63,7 +63,8 @@ def timed_rounds(
 ) -> list[float]:
     """Seconds per step of three timed rounds after `warmup` steps, the device synchronized
     before each clock stops; the median round is reported."""
-    sync = torch.tpu.synchronize if device.type == "tpu" else (lambda: None)
+    syncs = {"tpu": torch.tpu.synchronize, "cuda": torch.cuda.synchronize}
+    sync = syncs.get(device.type, lambda: None)
     for _ in range(warmup):
         step()
     sync()

@@ -216,7 +216,9 @@ rt::Client& Client() {
                              ? "torchtpu runtime is not configured (import torchtpu)"
                              : g_unavailable);
     }
-    g_client = new rt::Client(*g_options);
+    // At first use, not at import: a malformed setting is then the first op's error.
+    g_client = new rt::Client(g_options->platform == "cuda" ? rt::GpuMemoryFromEnv(*g_options)
+                                                            : *g_options);
     g_ready.store(true, std::memory_order_release);
   }
   return *g_client;

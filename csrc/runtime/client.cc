@@ -94,16 +94,44 @@ std::string DeviceKind(const PJRT_Api* api, PJRT_Device* device) {
 
 std::vector<CreateOption> CreateOptions(const ClientOptions& o) {
   std::vector<CreateOption> out;
-  if (o.platform == "cpu") out.push_back({"cpu_device_count", {o.cpu_device_count}});
+  if (o.platform == "cpu")
+    out.push_back({"cpu_device_count", CreateOption::Kind::kInt64, {o.cpu_device_count}});
   // libtpu finds its peers itself; the GPU plugin is told who it is and meets through kv.
   if (o.platform == "cuda" && o.num_nodes > 1) {
-    out.push_back({"node_id", {o.node_id}});
-    out.push_back({"num_nodes", {o.num_nodes}});
+    out.push_back({"node_id", CreateOption::Kind::kInt64, {o.node_id}});
+    out.push_back({"num_nodes", CreateOption::Kind::kInt64, {o.num_nodes}});
   }
   if (o.platform == "cuda" && !o.visible_devices.empty()) {
-    out.push_back({"visible_devices", o.visible_devices, true});
+    out.push_back({"visible_devices", CreateOption::Kind::kInt64List, o.visible_devices});
+  }
+  if (o.platform == "cuda") {
+    out.push_back({"preallocate", CreateOption::Kind::kBool, {o.gpu_preallocate ? 1 : 0}});
+    out.push_back({"memory_fraction",
+                   CreateOption::Kind::kFloat,
+                   {},
+                   static_cast<float>(o.gpu_memory_fraction)});
   }
   return out;
+}
+
+ClientOptions GpuMemoryFromEnv(ClientOptions o) {
+  if (const char* v = std::getenv("TORCHTPU_GPU_PREALLOCATE")) {
+    const std::string s = v;
+    if (s != "0" && s != "1") {
+      throw Error(3, "TORCHTPU_GPU_PREALLOCATE=" + s + ": expected 0 or 1");
+    }
+    o.gpu_preallocate = s == "1";
+  }
+  if (const char* v = std::getenv("TORCHTPU_GPU_MEMORY_FRACTION")) {
+    char* end = nullptr;
+    const double f = std::strtod(v, &end);
+    if (end == v || *end != '\0' || !(f > 0.0 && f <= 1.0)) {
+      throw Error(
+          3, std::string("TORCHTPU_GPU_MEMORY_FRACTION=") + v + ": expected a fraction in (0, 1]");
+    }
+    o.gpu_memory_fraction = f;
+  }
+  return o;
 }
 
 std::string CompileOptionsBytes(const std::vector<int>& device_ids) {
@@ -318,14 +346,25 @@ Client::Client(const ClientOptions& options) : plugin_path_(options.plugin_path)
     v.struct_size = PJRT_NamedValue_STRUCT_SIZE;
     v.name = o.name.c_str();
     v.name_size = o.name.size();
-    if (o.list) {
-      v.type = PJRT_NamedValue_kInt64List;
-      v.int64_array_value = o.values.data();
-      v.value_size = o.values.size();
-    } else {
-      v.type = PJRT_NamedValue_kInt64;
-      v.int64_value = o.values.at(0);
-      v.value_size = 1;
+    v.value_size = 1;
+    switch (o.kind) {
+      case CreateOption::Kind::kInt64List:
+        v.type = PJRT_NamedValue_kInt64List;
+        v.int64_array_value = o.values.data();
+        v.value_size = o.values.size();
+        break;
+      case CreateOption::Kind::kInt64:
+        v.type = PJRT_NamedValue_kInt64;
+        v.int64_value = o.values.at(0);
+        break;
+      case CreateOption::Kind::kBool:
+        v.type = PJRT_NamedValue_kBool;
+        v.bool_value = o.values.at(0) != 0;
+        break;
+      case CreateOption::Kind::kFloat:
+        v.type = PJRT_NamedValue_kFloat;
+        v.float_value = o.real;
+        break;
     }
     create.push_back(v);
   }

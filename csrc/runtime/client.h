@@ -125,13 +125,23 @@ struct ClientOptions {
   int num_nodes = 1;
   std::shared_ptr<KeyValueStore> kv_store;
   std::vector<int64_t> visible_devices;  // local device ordinals this process drives (GPU)
+  // XLA:GPU's allocator: grow on demand up to this fraction of the GPU's memory, as PyTorch's
+  // caching allocator does, instead of taking it all when the client starts (JAX's default).
+  // TORCHTPU_GPU_PREALLOCATE=1 and TORCHTPU_GPU_MEMORY_FRACTION override them (GpuMemoryFromEnv).
+  bool gpu_preallocate = false;
+  double gpu_memory_fraction = 0.9;
 };
+
+// `o` with the GPU memory settings of the environment applied; a malformed value is an Error.
+ClientOptions GpuMemoryFromEnv(ClientOptions o);
 
 // One named create option: an int64, or a list of them.
 struct CreateOption {
+  enum class Kind { kInt64, kInt64List, kBool, kFloat };
   std::string name;
-  std::vector<int64_t> values;
-  bool list = false;
+  Kind kind = Kind::kInt64;
+  std::vector<int64_t> values;  // kInt64 (one value), kInt64List, kBool (0 or 1)
+  float real = 0;               // kFloat
 };
 // The create options for `o`: what Client passes to the plugin.
 std::vector<CreateOption> CreateOptions(const ClientOptions& o);

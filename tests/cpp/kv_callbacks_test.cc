@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -84,14 +85,41 @@ TEST(KvCallbacks, CreateOptionsSpanProcessesOnGpuOnly) {
   o.num_nodes = 2;
   o.visible_devices = {1};
   auto opts = CreateOptions(o);
-  ASSERT_EQ(opts.size(), 3u);
+  ASSERT_EQ(opts.size(), 5u);
   EXPECT_EQ(opts[0].name, "node_id");
   EXPECT_EQ(opts[1].name, "num_nodes");
   EXPECT_EQ(opts[1].values, std::vector<int64_t>{2});
-  EXPECT_TRUE(opts[2].list);
+  EXPECT_EQ(opts[2].kind, CreateOption::Kind::kInt64List);
   o.platform = "cpu";
   ASSERT_EQ(CreateOptions(o).size(), 1u);
   EXPECT_EQ(CreateOptions(o)[0].name, "cpu_device_count");
+}
+
+TEST(KvCallbacks, GpuMemoryGrowsOnDemandUnlessTheEnvironmentSaysOtherwise) {
+  ClientOptions o;
+  o.platform = "cuda";
+  auto opts = CreateOptions(o);
+  ASSERT_EQ(opts.size(), 2u);
+  EXPECT_EQ(opts[0].name, "preallocate");
+  EXPECT_EQ(opts[0].kind, CreateOption::Kind::kBool);
+  EXPECT_EQ(opts[0].values, std::vector<int64_t>{0});
+  EXPECT_EQ(opts[1].name, "memory_fraction");
+  EXPECT_EQ(opts[1].kind, CreateOption::Kind::kFloat);
+  EXPECT_FLOAT_EQ(opts[1].real, 0.9f);
+
+  setenv("TORCHTPU_GPU_PREALLOCATE", "1", 1);
+  setenv("TORCHTPU_GPU_MEMORY_FRACTION", "0.5", 1);
+  opts = CreateOptions(GpuMemoryFromEnv(o));
+  EXPECT_EQ(opts[0].values, std::vector<int64_t>{1});
+  EXPECT_FLOAT_EQ(opts[1].real, 0.5f);
+  setenv("TORCHTPU_GPU_MEMORY_FRACTION", "1.5", 1);
+  EXPECT_THROW(GpuMemoryFromEnv(o), Error);
+  setenv("TORCHTPU_GPU_MEMORY_FRACTION", "half", 1);
+  EXPECT_THROW(GpuMemoryFromEnv(o), Error);
+  unsetenv("TORCHTPU_GPU_MEMORY_FRACTION");
+  setenv("TORCHTPU_GPU_PREALLOCATE", "yes", 1);
+  EXPECT_THROW(GpuMemoryFromEnv(o), Error);
+  unsetenv("TORCHTPU_GPU_PREALLOCATE");
 }
 
 }  // namespace
