@@ -221,3 +221,29 @@ def test_the_profile_notes_each_program_and_the_flush_time(fused):
     z = y + 1  # profiling off: nothing noted
     torch.tpu.synchronize()
     assert torchtpu._C._take_program_runs() == [] and z.shape == y.shape
+
+
+def test_a_program_recorded_again_is_not_compiled_again_after_other_scalars(fused):
+    """Equal scalars of one trace share a parameter whether their value was used before or not,
+    so what ran earlier (here: 0.3717 used twice, which keeps its buffer) cannot change a
+    program's key. Between the two uses sit 100 other values."""
+    x = torch.randn(8, device=fused)
+    torch.tpu.synchronize()  # x is an input of the programs below, not computed by them
+    factors = [1.0 + k / 4096 for k in range(100)]
+
+    def run() -> float:
+        y = x + 0.3717
+        for f in factors:
+            y = y * f
+        return (y + 0.3717).sum().item()
+
+    def new_programs() -> int:  # compiled, or loaded from the persistent cache
+        m = torchtpu.metrics()
+        return m["compiles"] + m["disk_cache_hits"]
+
+    first = run()
+    (x + 0.3717 + 0.3717).sum().item()
+    before = new_programs()
+    second = run()
+    assert new_programs() == before
+    assert second == first

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <list>
 #include <mutex>
 #include <optional>
@@ -391,16 +390,19 @@ OpError DescribeFailure(const rt::Error& e, const std::string& what) {
 // Scalars a program reads (Python numbers, view offsets) are uploaded once per value and kept
 // while they are reused: an LRU of kKeptScalars. A value enters it on its second use only, so one
 // that changes every step (an offset in a loop over positions, AdamW's bias correction) is not
-// kept, and a training loop's live buffers stay flat once the LRU holds its constants. The second
-// use gets the first use's buffer while it lives, so a program's parameters alias each other the
-// same way whether a value is new or kept (a different aliasing would be a different program).
+// kept, and a training loop's live buffers stay flat once the LRU holds its constants.
+// A value asked for while a buffer of it lives gets that buffer, kept or not: equal scalars of one
+// trace then always share a parameter, so a program's key depends on the values it reads and not
+// on what ran before (a decoding loop run twice reuses the first run's programs).
 LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
-  constexpr size_t kKeptScalars = 128, kSeenOnce = 64;
+  constexpr size_t kKeptScalars = 128, kMinPrune = 1024;
   struct Cache {
     std::mutex mu;
     std::list<std::pair<ScalarKey, LazyPtr>> lru;  // most recently used first
     std::unordered_map<ScalarKey, decltype(lru)::iterator, ScalarKeyHash> kept;
-    std::deque<std::pair<ScalarKey, std::weak_ptr<Lazy>>> seen;  // used once lately, oldest first
+    std::unordered_map<ScalarKey, std::weak_ptr<Lazy>, ScalarKeyHash>
+        alive;  // every one handed out
+    size_t prune_at = kMinPrune;
   };
   static auto& c = *new Cache();
   ScalarKey key{0, static_cast<int>(t), device};
@@ -411,29 +413,27 @@ LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
     c.lru.splice(c.lru.begin(), c.lru, it->second);
     return it->second->second;
   }
-  auto upload = [&] {  // outside the lock
-    lock.unlock();
-    LazyPtr b = Lazy::Of(Client().FromHost(bits, t, {}, device), device);
-    lock.lock();
-    return b;
+  auto living = [&]() -> LazyPtr {
+    auto a = c.alive.find(key);
+    return a == c.alive.end() ? nullptr : a->second.lock();
   };
-  auto again =
-      std::find_if(c.seen.begin(), c.seen.end(), [&](const auto& s) { return s.first == key; });
-  if (again == c.seen.end()) {
-    LazyPtr b = upload();
-    c.seen.emplace_back(key, b);
-    if (c.seen.size() > kSeenOnce) c.seen.pop_front();
+  if (LazyPtr b = living()) {  // its second use: keep it
+    c.lru.emplace_front(key, b);
+    c.kept.emplace(key, c.lru.begin());
+    if (c.lru.size() > kKeptScalars) {
+      c.kept.erase(c.lru.back().first);
+      c.lru.pop_back();
+    }
     return b;
   }
-  LazyPtr b = again->second.lock();
-  c.seen.erase(again);
-  if (b == nullptr) b = upload();
-  if (c.kept.count(key) != 0) return b;  // another thread kept it meanwhile
-  c.lru.emplace_front(key, b);
-  c.kept.emplace(key, c.lru.begin());
-  if (c.lru.size() > kKeptScalars) {
-    c.kept.erase(c.lru.back().first);
-    c.lru.pop_back();
+  lock.unlock();  // the upload runs outside the lock
+  LazyPtr b = Lazy::Of(Client().FromHost(bits, t, {}, device), device);
+  lock.lock();
+  if (LazyPtr other = living()) return other;  // another thread uploaded it meanwhile
+  c.alive[key] = b;
+  if (c.alive.size() > c.prune_at) {
+    std::erase_if(c.alive, [](const auto& e) { return e.second.expired(); });
+    c.prune_at = std::max(kMinPrune, 2 * c.alive.size());
   }
   return b;
 }
