@@ -178,3 +178,14 @@ def test_float64_on_a_tpu_is_a_type_error_at_the_users_line(device, survivor, as
         make(device)
     raised_at(e, "BAD-LINE")
     assert (survivor.float() + 1).sum().item() == 21.0  # float32 still works
+
+
+def test_float_scalars_are_float32_on_a_tpu(device, as_on_a_tpu):
+    # A TPU has no float64 buffers: Python floats enter programs as float32 there (float64
+    # scalar buffers are refused in this mode), with float32 ops' results unchanged.
+    x = torch.randn(32)
+    t = x.to(device)
+    got = torch.where(t > 0.3, (t * 2.5 + 1.25).clamp(min=-0.5), 0.25).pow(2.0) / 3.0
+    ref = torch.where(x > 0.3, (x * 2.5 + 1.25).clamp(min=-0.5), 0.25).pow(2.0) / 3.0
+    torch.testing.assert_close(got.cpu(), ref)
+    assert t.mean().item() == pytest.approx(x.mean().item(), rel=1e-5)

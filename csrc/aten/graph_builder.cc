@@ -77,6 +77,7 @@ eager::LazyPtr ScalarValue(const at::Scalar& s, int device, bool cached) {
     bool b;
     int64_t i;
     double d;
+    float f;
   } bits{};
   rt::DType t;
   if (s.isBoolean()) {
@@ -87,8 +88,15 @@ eager::LazyPtr ScalarValue(const at::Scalar& s, int device, bool cached) {
     t = rt::DType::kS64;
   } else {
     TORCH_CHECK(!s.isComplex(), "tpu does not support complex scalars yet");
-    bits.d = s.toDouble();
-    t = rt::DType::kF64;
+    // Double precision where the platform has it, as CPU kernels take scalars; a TPU has no
+    // float64, so there a scalar is float32, as CUDA kernels compute in float32 for float32 ops.
+    if (eager::HasFloat64()) {
+      bits.d = s.toDouble();
+      t = rt::DType::kF64;
+    } else {
+      bits.f = static_cast<float>(s.toDouble());
+      t = rt::DType::kF32;
+    }
   }
   if (cached) return eager::ScalarBuffer(&bits, t, device);
   return eager::Lazy::Of(eager::Client().FromHost(&bits, t, {}, device), device);

@@ -404,6 +404,9 @@ LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
         alive;  // every one handed out
     size_t prune_at = kMinPrune;
   };
+  if (t == rt::DType::kF64 && !HasFloat64()) {  // a TPU has no float64 buffers at all
+    throw rt::Error(3, "tpu: a float64 scalar was made on a platform without float64");
+  }
   static auto& c = *new Cache();
   ScalarKey key{0, static_cast<int>(t), device};
   std::memcpy(&key.bits, bits, rt::ItemSize(t));
