@@ -443,7 +443,7 @@ LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
 
 std::vector<std::vector<rt::BufferPtr>> ExecuteReplicated(
     const rt::Executable& exe, const std::vector<std::vector<rt::BufferPtr>>& inputs,
-    const std::vector<int>& devices, int64_t ops) {
+    const std::vector<int>& devices) {
   std::vector<std::vector<PJRT_Buffer*>> raw(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     for (const auto& b : inputs[i]) raw[i].push_back(b->raw());
@@ -453,7 +453,7 @@ std::vector<std::vector<rt::BufferPtr>> ExecuteReplicated(
   GetMetrics().execute_ns += NowNs() - start;
   GetMetrics().executions++;
   for (size_t i = 0; i < outs.size(); ++i) {
-    if (Profiling()) NoteRun(exe, ops, start, outs[i], devices[i]);  // a row on each device
+    if (Profiling()) NoteRun(exe, 1, start, outs[i], devices[i]);  // a row on each device
     NoteOutputs(outs[i], devices[i]);
     if (GetMode() == Mode::kDebug) {
       for (const auto& b : outs[i]) b->Await();
@@ -467,7 +467,9 @@ std::atomic<bool> g_refuse_float64{false};
 }  // namespace
 
 bool HasFloat64() {
-  return !g_refuse_float64.load(std::memory_order_relaxed) && Client().platform_name() != "tpu";
+  // Asked for every float scalar: the platform is compared once, when the client exists.
+  static const bool tpu = Client().platform_name() == "tpu";
+  return !tpu && !g_refuse_float64.load(std::memory_order_relaxed);
 }
 void RefuseFloat64(bool on) { g_refuse_float64.store(on, std::memory_order_relaxed); }
 

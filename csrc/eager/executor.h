@@ -103,10 +103,9 @@ std::vector<rt::BufferPtr> Execute(const rt::Executable& exe,
 LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device);
 
 // Runs a replicated executable (collectives) on this process's `devices`, one input list each.
-// `ops`: how many recorded ops each replica holds (for the profile).
 std::vector<std::vector<rt::BufferPtr>> ExecuteReplicated(
     const rt::Executable& exe, const std::vector<std::vector<rt::BufferPtr>>& inputs,
-    const std::vector<int>& devices, int64_t ops = 1);
+    const std::vector<int>& devices);
 // The most recent program output on `device` (what an event recorded now waits for).
 std::weak_ptr<rt::Buffer> LastOutput(int device);
 
