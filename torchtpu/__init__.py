@@ -129,7 +129,8 @@ def get_device(index: int | None = None) -> torch.device:
 
 def metrics() -> dict[str, Any]:
     """Counters: compiles, executions, cache_hits, cpu_fallbacks, compile_seconds,
-    disk_cache_hits, recorded_ops and flushes (fused mode), fused_collectives and
+    disk_cache_hits, recorded_ops and flushes (fused mode), replayed_ops (op calls that reused an
+    earlier identical call's lowered graph: the op cache), fused_collectives and
     lone_collectives (per rank: collectives that ran inside a program with other ops, and those
     that ran as programs of their own); and one gauge, loaded_programs (executables loaded now,
     at most TORCHTPU_MAX_LOADED_PROGRAMS), which reset_metrics leaves alone."""

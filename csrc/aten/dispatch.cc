@@ -13,6 +13,7 @@
 #include "aten/graph_builder.h"
 #include "aten/graph_capture.h"
 #include "aten/meta_cache.h"
+#include "aten/op_cache.h"
 #include "eager/executor.h"
 #include "lowering/rule.h"
 
@@ -460,24 +461,25 @@ void ReadInputs(const OpCall& call, GraphBuilder& b, lowering::Ctx& ctx) {
 }
 
 // Step 5 (before lowering): where each return goes (a new tensor allocated with Meta's layout,
-// or the argument an in-place / out= op writes), and the types the rule must produce.
+// or the argument an in-place / out= op writes), and the types the rule must produce (into ctx,
+// unless it is null: a replay lowers nothing).
 std::vector<at::Tensor> PrepareOutputs(const OpCall& call, const std::vector<TensorMeta>& metas,
-                                       lowering::Ctx& ctx) {
+                                       lowering::Ctx* ctx) {
   std::vector<at::Tensor> targets;
   const auto& returns = call.schema.returns();
   for (size_t i = 0; i < returns.size(); ++i) {
     if (!call.tensor_returns) {
       c10::TypeKind k = returns[i].type()->kind();
-      ctx.out.push_back({k == c10::TypeKind::BoolType  ? rt::DType::kPred
-                         : k == c10::TypeKind::IntType ? rt::DType::kS64
-                                                       : rt::DType::kF64,
-                         {}});
+      ctx->out.push_back({k == c10::TypeKind::BoolType  ? rt::DType::kPred
+                          : k == c10::TypeKind::IntType ? rt::DType::kS64
+                                                        : rt::DType::kF64,
+                          {}});
       continue;
     }
     const TensorMeta& meta = metas[i];
     if (!meta.defined) {  // the rule still returns a value; it is dropped
       targets.emplace_back();
-      ctx.out.push_back({meta.scalar ? rt::DType::kS64 : rt::DType::kF32, {0}});
+      if (ctx) ctx->out.push_back({meta.scalar ? rt::DType::kS64 : rt::DType::kF32, {0}});
       continue;
     }
     at::Tensor target;
@@ -497,7 +499,7 @@ std::vector<at::Tensor> PrepareOutputs(const OpCall& call, const std::vector<Ten
           at::TensorOptions().dtype(meta.dtype).device(c10::DeviceType::PrivateUse1, call.device));
     }
     targets.push_back(target);
-    ctx.out.push_back({ToDType(meta.dtype), meta.sizes});
+    if (ctx) ctx->out.push_back({ToDType(meta.dtype), meta.sizes});
   }
   return targets;
 }
@@ -554,22 +556,26 @@ void WriteBack(const OpCall& call, GraphBuilder& b, const lowering::Ctx& ctx,
   }
 }
 
+// The op's tensor (and int) returns replace its arguments on the stack.
+void PushReturns(const OpCall& call, const std::vector<TensorMeta>& metas,
+                 const std::vector<at::Tensor>& targets, torch::jit::Stack* stack) {
+  torch::jit::drop(*stack, call.args.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (metas[i].scalar) {
+      stack->emplace_back(*metas[i].scalar);
+    } else {
+      stack->emplace_back(targets[i]);
+    }
+  }
+}
+
 // Step 7: the graph runs (or is recorded); the op's returns replace its arguments on the stack.
 void Submit(const OpCall& call, GraphBuilder& b, const lowering::Ctx& ctx,
             const std::vector<TensorMeta>& metas, const std::vector<at::Tensor>& targets,
             torch::jit::Stack* stack) {
   std::vector<eager::LazyPtr> host = b.Run();
+  if (call.tensor_returns) return PushReturns(call, metas, targets, stack);
   torch::jit::drop(*stack, call.args.size());
-  if (call.tensor_returns) {
-    for (size_t i = 0; i < targets.size(); ++i) {
-      if (metas[i].scalar) {
-        stack->emplace_back(*metas[i].scalar);
-      } else {
-        stack->emplace_back(targets[i]);
-      }
-    }
-    return;
-  }
   for (size_t i = 0; i < host.size(); ++i) {
     rt::BufferPtr buf = eager::Materialize(host[i]);
     if (ctx.out[i].dtype == rt::DType::kPred) {
@@ -587,6 +593,24 @@ void Submit(const OpCall& call, GraphBuilder& b, const lowering::Ctx& ctx,
     }
   }
   if (!host.empty()) RaiseFailedChecks(call.device, false);  // a host read
+}
+
+// A call the op cache has seen: its recorded graph runs on this call's buffers (steps 4 to 7
+// without lowering). False when the recipe no longer fits (a buffer went away meanwhile).
+bool Replay(const OpCall& call, const OpRecipe& r, const std::vector<at::Tensor>& tensors,
+            torch::jit::Stack* stack) {
+  std::optional<std::vector<eager::LazyPtr>> inputs = RecipeInputs(r, tensors, call.device);
+  if (!inputs) return false;
+  std::vector<at::Tensor> targets = PrepareOutputs(call, r.metas, nullptr);
+  eager::GetMetrics().replayed_ops++;  // counted before a failed check raises (strict mode)
+  std::vector<eager::LazyPtr> outs = eager::Submit(r.g, r.hash, *inputs, call.device, call.name);
+  if (r.checks) eager::AfterSubmit(outs.back(), r.checks, call.name);
+  for (size_t k = 0; k < r.writes.size(); ++k) {
+    int w = r.writes[k];
+    Assign(w >= 0 ? tensors[w].storage() : targets[~w].storage(), outs[r.results + k]);
+  }
+  PushReturns(call, r.metas, targets, stack);
+  return true;
 }
 
 }  // namespace
@@ -619,19 +643,36 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
     call.tensor_returns |= r.type()->kind() == c10::TypeKind::TensorType;
   }
   CheckArguments(schema, call.args);
+  // Ops answering the host (torch.equal) read a result now: they are not worth a recipe.
+  std::vector<at::Tensor> tensors;
+  std::optional<std::string> key;
+  if (call.tensor_returns) key = OpCacheKey(op, call.args, call.device, tensors);
+  if (key) {
+    if (OpRecipePtr r = LookupRecipe(*key)) {
+      try {
+        if (Replay(call, *r, tensors, stack)) return;
+      } catch (const c10::Error&) {
+        throw;
+      } catch (...) {
+        RethrowAsTorchError(call.name);
+      }
+    }
+  }
   std::vector<TensorMeta> metas = MetaShapes(call);
   CheckOutOverlap(call);
 
   GraphBuilder b(call.device, call.name);
+  if (key) b.KeepGraph();
   lowering::Ctx ctx{b.g, {}, {}};
   try {
     ReadInputs(call, b, ctx);
-    std::vector<at::Tensor> targets = PrepareOutputs(call, metas, ctx);
+    std::vector<at::Tensor> targets = PrepareOutputs(call, metas, &ctx);
     DrawRandomState(call, b, ctx);
     std::vector<Value> results = rule(ctx);  // step 5: lower
     b.Checks(ctx.checks);
     WriteBack(call, b, ctx, results, targets);
     Submit(call, b, ctx, metas, targets, stack);
+    if (key) StoreRecipe(*key, b, std::move(metas), tensors, targets);
   } catch (const c10::Error&) {
     throw;
   } catch (...) {

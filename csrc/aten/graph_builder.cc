@@ -37,6 +37,18 @@ Value GraphBuilder::Input(const eager::LazyPtr& in) {
   if (it != params_.end()) return it->second;
   Value v = g.Param(in->type);
   inputs_.push_back(in);
+  sources_.emplace_back();
+  replayable_ = false;  // an upload or random state: nothing the op cache can find again
+  params_.emplace(in.get(), v);
+  return v;
+}
+
+Value GraphBuilder::StorageInput(const eager::LazyPtr& in, const c10::Storage& storage) {
+  auto it = params_.find(in.get());
+  if (it != params_.end()) return it->second;
+  Value v = g.Param(in->type);
+  inputs_.push_back(in);
+  sources_.push_back({storage.unsafeGetStorageImpl()});
   params_.emplace(in.get(), v);
   return v;
 }
@@ -46,7 +58,7 @@ Value GraphBuilder::Base(const at::Tensor& t, rt::DType as) {
   if (const Written* w = FindWritten(slot)) return lowering::AsFlat(g, w->value, as);
   eager::LazyPtr buf = Current(t.storage());
   if (!buf) return ir::Constant(g, 0, as, {StorageElems(t)});  // never written: zeros
-  return lowering::AsFlat(g, Input(buf), as);
+  return lowering::AsFlat(g, StorageInput(buf, t.storage()), as);
 }
 
 Value GraphBuilder::Read(const at::Tensor& t) {
@@ -57,7 +69,7 @@ Value GraphBuilder::Read(const at::Tensor& t) {
     eager::LazyPtr buf = Current(t.storage());
     // Fast path: the tensor is its buffer, maybe reshaped.
     if (buf && buf->type.dtype == s.dtype && lowering::IsWholeContiguous(s, buf->type.numel())) {
-      return ir::Reshape(g, Input(buf), s.sizes);
+      return ir::Reshape(g, StorageInput(buf, t.storage()), s.sizes);
     }
   }
   s.offset_value = Scalar(s.offset);  // views at other offsets share this program
@@ -67,17 +79,20 @@ Value GraphBuilder::Read(const at::Tensor& t) {
 // Each scalar is a parameter of its own, even when another one has the same value: `x + i` with
 // alpha 1 must be the same program at i = 1 as at any other i.
 Value GraphBuilder::Scalar(const at::Scalar& s) {
-  eager::LazyPtr in = ScalarValue(s, device_, true);
+  auto [bits, dtype] = ScalarBits(s);
+  eager::LazyPtr in = eager::ScalarBuffer(&bits, dtype, device_);
   inputs_.push_back(in);
+  sources_.push_back({nullptr, bits, dtype});
   return g.Param(in->type);
 }
 
-eager::LazyPtr ScalarValue(const at::Scalar& s, int device, bool cached) {
+std::pair<uint64_t, rt::DType> ScalarBits(const at::Scalar& s) {
   union {
     bool b;
     int64_t i;
     double d;
     float f;
+    uint64_t all;
   } bits{};
   rt::DType t;
   if (s.isBoolean()) {
@@ -98,6 +113,11 @@ eager::LazyPtr ScalarValue(const at::Scalar& s, int device, bool cached) {
       t = rt::DType::kF32;
     }
   }
+  return {bits.all, t};
+}
+
+eager::LazyPtr ScalarValue(const at::Scalar& s, int device, bool cached) {
+  auto [bits, t] = ScalarBits(s);
   if (cached) return eager::ScalarBuffer(&bits, t, device);
   return eager::Lazy::Of(eager::Client().FromHost(&bits, t, {}, device), device);
 }
@@ -112,7 +132,17 @@ eager::LazyPtr HostValue(const at::Tensor& cpu, int device, bool cached) {
 
 Value GraphBuilder::Upload(const at::Tensor& cpu) {
   eager::LazyPtr v = CaptureUpload(cpu, device_);  // a graph input: rebound on every call
-  return Input(v ? v : HostValue(cpu, device_, /*cached=*/true));
+  if (v || cpu.dim() > 0) return Input(v ? v : HostValue(cpu, device_, /*cached=*/true));
+  // A 0-d CPU tensor (`x * 0.5` wraps 0.5 so) is a scalar, which the op cache can find again.
+  auto [bits, dtype] = ScalarBits(cpu.item());
+  eager::LazyPtr in = eager::ScalarBuffer(&bits, dtype, device_);
+  auto it = params_.find(in.get());
+  if (it != params_.end()) return it->second;
+  Value p = g.Param(in->type);
+  inputs_.push_back(in);
+  sources_.push_back({nullptr, bits, dtype});
+  params_.emplace(in.get(), p);
+  return p;
 }
 
 void GraphBuilder::Write(const at::Tensor& t, Value v) {
@@ -142,6 +172,12 @@ void GraphBuilder::Write(const at::Tensor& t, Value v) {
   written_.push_back({slot, t.storage(), result});
 }
 
+std::vector<const c10::StorageImpl*> GraphBuilder::WrittenStorages() const {
+  std::vector<const c10::StorageImpl*> out;
+  for (const Written& w : written_) out.push_back(w.storage.unsafeGetStorageImpl());
+  return out;
+}
+
 void GraphBuilder::Checks(const std::vector<lowering::Check>& checks) {
   // A torch.compile capture returns only the graph's outputs: its ops are not checked.
   if (checks.empty() || !eager::ChecksEnabled() || eager::TraceOf(device_).CapturingHere()) return;
@@ -157,7 +193,13 @@ std::vector<eager::LazyPtr> GraphBuilder::Run() {
   if (check_ >= 0) g.results.push_back(check_);
   std::vector<eager::LazyPtr> outs;
   std::string op = op_;
-  if (!g.results.empty()) outs = eager::Submit(std::move(g), inputs_, device_, std::move(op_));
+  if (!g.results.empty() && keep_graph_ && replayable_) {
+    hash_ = ir::StructuralHash(g);
+    submitted_ = std::make_shared<const ir::Graph>(std::move(g));
+    outs = eager::Submit(submitted_, hash_, inputs_, device_, std::move(op_));
+  } else if (!g.results.empty()) {
+    outs = eager::Submit(std::move(g), inputs_, device_, std::move(op_));
+  }
   if (check_ >= 0) eager::AfterSubmit(outs.back(), check_texts_, op);
   for (size_t k = 0; k < written_.size(); ++k) Assign(written_[k].storage, outs[first_write + k]);
   outs.resize(first_write);

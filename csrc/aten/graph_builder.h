@@ -40,14 +40,39 @@ class GraphBuilder {
   std::vector<eager::LazyPtr> Run();
   int device() const { return device_; }
 
+  // What the op cache (aten/op_cache.h) needs to replay this graph, known after Run. Each input
+  // is a storage's current buffer or a scalar's value; other inputs (uploads, random state)
+  // make the graph unreplayable.
+  struct Source {
+    const c10::StorageImpl* storage = nullptr;  // null: the scalar below
+    uint64_t bits = 0;
+    rt::DType dtype = rt::DType::kInvalid;
+  };
+  // Run keeps the graph (shared and hashed) for the op cache, when it is replayable.
+  void KeepGraph() { keep_graph_ = true; }
+  bool replayable() const { return replayable_; }
+  const std::vector<Source>& sources() const { return sources_; }
+  // The storages written, in the order of the graph's results after its own results.
+  std::vector<const c10::StorageImpl*> WrittenStorages() const;
+  const std::shared_ptr<const ir::Graph>& submitted() const { return submitted_; }
+  const ir::Hash128& hash() const { return hash_; }
+  const eager::CheckTexts& check_texts() const { return check_texts_; }
+  bool has_check() const { return check_ >= 0; }
+
  private:
   Value Base(const at::Tensor& t, rt::DType as);
+  Value StorageInput(const eager::LazyPtr& v, const c10::Storage& storage);
 
   int device_;
   std::string op_;
   Value check_ = -1;
   eager::CheckTexts check_texts_;
   std::vector<eager::LazyPtr> inputs_;
+  std::vector<Source> sources_;  // per input
+  bool replayable_ = true;
+  bool keep_graph_ = false;
+  std::shared_ptr<const ir::Graph> submitted_;
+  ir::Hash128 hash_;
   std::unordered_map<const eager::Lazy*, Value> params_;
   // Storages written in this graph and the value that will become their buffer, in the order
   // of the writes: the program's results must not depend on slot addresses, or the same op
@@ -64,6 +89,8 @@ class GraphBuilder {
 // The device value of a host scalar (bool -> pred, integral -> s64, else f64); `cached` values
 // are shared by every program that takes the same scalar.
 eager::LazyPtr ScalarValue(const at::Scalar& s, int device, bool cached);
+// The bits and dtype ScalarValue uploads for `s`.
+std::pair<uint64_t, rt::DType> ScalarBits(const at::Scalar& s);
 // The device value of a host tensor (0-d: a scalar, as above).
 eager::LazyPtr HostValue(const at::Tensor& cpu, int device, bool cached);
 

@@ -341,11 +341,10 @@ std::vector<rt::BufferPtr> Run(const ir::Graph& g, const std::vector<rt::BufferP
   return Execute(*exe, inputs, device);
 }
 
-std::vector<LazyPtr> Submit(ir::Graph g, const std::vector<LazyPtr>& inputs, int device,
-                            std::string op) {
-  if (GetMode() == Mode::kFused || TraceOf(device).CapturingHere()) {
-    return TraceOf(device).Record(std::move(g), inputs, std::move(op), CaptureOrigin());
-  }
+namespace {
+
+std::vector<LazyPtr> RunNow(const ir::Graph& g, const std::vector<LazyPtr>& inputs, int device,
+                            const std::string& op) {
   std::vector<rt::BufferPtr> bufs;
   bufs.reserve(inputs.size());
   for (const LazyPtr& in : inputs) bufs.push_back(Materialize(in));
@@ -354,6 +353,24 @@ std::vector<LazyPtr> Submit(ir::Graph g, const std::vector<LazyPtr>& inputs, int
   std::vector<LazyPtr> outs;
   for (rt::BufferPtr& b : Run(g, bufs, device)) outs.push_back(Lazy::Of(std::move(b), device));
   return outs;
+}
+
+}  // namespace
+
+std::vector<LazyPtr> Submit(ir::Graph g, const std::vector<LazyPtr>& inputs, int device,
+                            std::string op) {
+  if (GetMode() == Mode::kFused || TraceOf(device).CapturingHere()) {
+    return TraceOf(device).Record(std::move(g), inputs, std::move(op), CaptureOrigin());
+  }
+  return RunNow(g, inputs, device, op);
+}
+
+std::vector<LazyPtr> Submit(std::shared_ptr<const ir::Graph> g, const ir::Hash128& h,
+                            const std::vector<LazyPtr>& inputs, int device, std::string op) {
+  if (GetMode() == Mode::kFused || TraceOf(device).CapturingHere()) {
+    return TraceOf(device).Record(std::move(g), h, inputs, std::move(op), CaptureOrigin());
+  }
+  return RunNow(*g, inputs, device, op);
 }
 
 rt::BufferPtr Materialize(const LazyPtr& v) {

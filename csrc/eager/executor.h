@@ -38,6 +38,7 @@ struct Metrics {
   std::atomic<int64_t> compile_ns{0};
   std::atomic<int64_t> disk_hits{0};     // programs loaded from the persistent cache
   std::atomic<int64_t> recorded_ops{0};  // ops recorded in fused mode
+  std::atomic<int64_t> replayed_ops{0};  // op calls the op cache replayed without lowering
   std::atomic<int64_t> flushes{0};       // fused traces run as one program
   // Collectives (per rank) that ran inside a program with other ops, and those that ran as
   // programs of their own.
@@ -80,6 +81,10 @@ rt::Client& Client();
 // (fused). Returns g's results. `op` names the op in error messages.
 std::vector<LazyPtr> Submit(ir::Graph g, const std::vector<LazyPtr>& inputs, int device,
                             std::string op);
+// The same for a graph already hashed (`h` is its StructuralHash) and shared: the op cache
+// replays one graph for many calls.
+std::vector<LazyPtr> Submit(std::shared_ptr<const ir::Graph> g, const ir::Hash128& h,
+                            const std::vector<LazyPtr>& inputs, int device, std::string op);
 // The buffer of `v`: a host read, so in fused mode it flushes v's device first.
 rt::BufferPtr Materialize(const LazyPtr& v);
 // Runs everything recorded on `device` (fused mode); does not wait.

@@ -103,6 +103,19 @@ std::shared_ptr<const ir::Graph> Trace::Intern(const ir::Hash128& h, ir::Graph&&
 
 std::vector<LazyPtr> Trace::Record(ir::Graph g, const std::vector<LazyPtr>& inputs, std::string op,
                                    OriginPtr origin, CollectivePtr collective) {
+  ir::Hash128 h = ir::StructuralHash(g);
+  std::shared_ptr<const ir::Graph> shared;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shared = Intern(h, std::move(g));
+  }
+  return Record(std::move(shared), h, inputs, std::move(op), std::move(origin),
+                std::move(collective));
+}
+
+std::vector<LazyPtr> Trace::Record(std::shared_ptr<const ir::Graph> g, const ir::Hash128& h,
+                                   const std::vector<LazyPtr>& inputs, std::string op,
+                                   OriginPtr origin, CollectivePtr collective) {
   // Values pending on another device are computed there first (never under our lock).
   for (const LazyPtr& in : inputs) {
     if (in->device != device_ && !in->ready.load(std::memory_order_acquire)) {
@@ -124,7 +137,6 @@ std::vector<LazyPtr> Trace::Record(ir::Graph g, const std::vector<LazyPtr>& inpu
     collective_group_ = collective->group;
   }
   Op rec;
-  ir::Hash128 h = ir::StructuralHash(g);
   rec.hash = h;
   rec.inputs.reserve(inputs.size());
   for (const LazyPtr& in : inputs) {
@@ -140,15 +152,15 @@ std::vector<LazyPtr> Trace::Record(ir::Graph g, const std::vector<LazyPtr>& inpu
   }
   rec.first_value = static_cast<uint32_t>(values_.size());
   std::vector<LazyPtr> outs;
-  outs.reserve(g.results.size());
-  for (ir::Value r : g.results) {
-    auto l = std::make_shared<Lazy>(g.type(r), device_);
+  outs.reserve(g->results.size());
+  for (ir::Value r : g->results) {
+    auto l = std::make_shared<Lazy>(g->type(r), device_);
     l->value = static_cast<uint32_t>(values_.size());
     values_.push_back(l);
     value_op_.push_back(static_cast<uint32_t>(ops_.size()));
     outs.push_back(std::move(l));
   }
-  rec.g = Intern(h, std::move(g));
+  rec.g = std::move(g);
   rec.name = std::move(op);
   rec.origin = std::move(origin);
   rec.collective = std::move(collective);

@@ -71,6 +71,10 @@ class Trace {
   // the other ranks wait for it).
   std::vector<LazyPtr> Record(ir::Graph g, const std::vector<LazyPtr>& inputs, std::string op,
                               OriginPtr origin, CollectivePtr collective = nullptr);
+  // The same for a shared graph whose StructuralHash is `h`.
+  std::vector<LazyPtr> Record(std::shared_ptr<const ir::Graph> g, const ir::Hash128& h,
+                              const std::vector<LazyPtr>& inputs, std::string op, OriginPtr origin,
+                              CollectivePtr collective = nullptr);
   // The buffer of `v` (a value of this device), flushing first if it is pending.
   rt::BufferPtr Materialize(const LazyPtr& v);
   void Flush();

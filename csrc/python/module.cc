@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "aten/generator.h"
+#include "aten/op_cache.h"
 #include "eager/checks.h"
 #include "eager/executor.h"
 #include "eager/profile.h"
@@ -40,6 +41,7 @@ py::dict Metrics() {
   d["compile_seconds"] = static_cast<double>(m.compile_ns.load()) * 1e-9;
   d["disk_cache_hits"] = m.disk_hits.load();
   d["recorded_ops"] = m.recorded_ops.load();
+  d["replayed_ops"] = m.replayed_ops.load();
   d["flushes"] = m.flushes.load();
   d["fused_collectives"] = m.fused_collectives.load();
   d["lone_collectives"] = m.lone_collectives.load();
@@ -60,6 +62,7 @@ void ResetMetrics() {
   m.compile_ns = 0;
   m.disk_hits = 0;
   m.recorded_ops = 0;
+  m.replayed_ops = 0;
   m.flushes = 0;
   m.fused_collectives = 0;
   m.lone_collectives = 0;
@@ -115,6 +118,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_checks", &eager::SetChecksEnabled);
   m.def("_set_donation", &eager::SetDonation);
+  m.def("_set_op_cache", &aten::SetOpCacheEnabled);
   m.def("_refuse_float64", &eager::RefuseFloat64);  // tests: behave as a TPU does
   m.def("_set_profiling", &eager::SetProfiling);
   // (program, ops, launch, queued, ready) in seconds of the steady clock; ready is -1e-9 for a

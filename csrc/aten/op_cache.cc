@@ -1,0 +1,227 @@
+#include "aten/op_cache.h"
+
+#include <atomic>
+#include <climits>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+
+#include "aten/storage.h"
+#include "eager/checks.h"
+#include "eager/executor.h"
+#include "eager/trace.h"
+
+namespace tpu::aten {
+
+namespace {
+
+constexpr size_t kMaxRecipes = 8192;  // a training step makes about a thousand
+
+struct Key {
+  std::string out;
+  std::vector<at::Tensor>& tensors;
+  std::vector<const c10::StorageImpl*> storages;  // per tensor, for aliasing
+
+  void Bytes(const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
+  void Int(int64_t v) { Bytes(&v, sizeof(v)); }
+  void Tag(char c) { out.push_back(c); }
+
+  // Everything Read and Write look at: the layout, the storage's size and current buffer, and
+  // which earlier tensor of the call shares the storage.
+  bool Tensor(const at::Tensor& t) {
+    tensors.push_back(t);
+    if (!t.defined()) {
+      storages.push_back(nullptr);
+      Tag('u');
+      return true;
+    }
+    if (t.device().type() == c10::DeviceType::CPU && t.dim() == 0) {  // a scalar, by value
+      storages.push_back(nullptr);
+      auto [bits, dtype] = ScalarBits(t.item());
+      Tag('c');
+      Int(static_cast<int64_t>(t.scalar_type()) |
+          (static_cast<int64_t>(t.unsafeGetTensorImpl()->is_wrapped_number()) << 8) |
+          (static_cast<int64_t>(dtype) << 16));
+      Int(static_cast<int64_t>(bits));
+      return true;
+    }
+    if (t.device().type() != c10::DeviceType::PrivateUse1) return false;  // uploaded each call
+    Tag('t');
+    Int(static_cast<int64_t>(t.scalar_type()) | (static_cast<int64_t>(t.device().index()) << 8) |
+        (t.dim() << 16));
+    for (int64_t s : t.sizes()) Int(s);
+    for (int64_t s : t.strides()) Int(s);
+    Int(t.storage_offset());
+    Int(static_cast<int64_t>(t.storage().nbytes()));
+    const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+    int64_t alias = -1;
+    for (size_t k = 0; k < storages.size() && alias < 0; ++k) {
+      if (storages[k] == storage) alias = static_cast<int64_t>(k);
+    }
+    storages.push_back(storage);
+    Int(alias);
+    eager::LazyPtr buf = Current(t.storage());
+    if (!buf) return Tag('z'), true;
+    Int(static_cast<int64_t>(buf->type.dtype));
+    for (int64_t d : buf->type.dims) Int(d);
+    Tag(';');
+    return true;
+  }
+
+  bool Value(const c10::IValue& v) {
+    if (v.isNone()) {
+      Tag('n');
+    } else if (v.isTensor()) {
+      return Tensor(v.toTensor());
+    } else if (v.isTensorList()) {
+      Tag('L');
+      Int(static_cast<int64_t>(v.toTensorList().size()));
+      for (const at::Tensor& t : v.toTensorList()) {
+        if (!Tensor(t)) return false;
+      }
+    } else if (v.isOptionalTensorList()) {
+      Tag('O');
+      for (std::optional<at::Tensor> t : v.toOptionalTensorList()) {
+        if (!Tensor(t ? *t : at::Tensor())) return false;
+      }
+      Tag(';');
+    } else if (v.isDouble()) {  // values: a rule may specialize on them (pow by 2)
+      Tag('d');
+      double d = v.toDouble();
+      Bytes(&d, sizeof(d));
+    } else if (v.isInt()) {
+      Tag('i');
+      Int(v.toInt());
+    } else if (v.isBool()) {
+      Tag('b');
+      Int(v.toBool());
+    } else if (v.isIntList()) {
+      Tag('I');
+      for (int64_t x : v.toIntVector()) Int(x);
+      Tag(';');
+    } else if (v.isBoolList()) {
+      Tag('B');
+      for (bool x : v.toBoolList()) Int(x);
+      Tag(';');
+    } else if (v.isString()) {
+      Tag('s');
+      out += v.toStringRef();
+      Tag(';');
+    } else if (v.isDevice()) {
+      Tag('D');
+      Int(static_cast<int64_t>(v.toDevice().type()) * 1024 + v.toDevice().index());
+    } else {
+      return false;  // generators, complex numbers, symbolic sizes, lists of floats
+    }
+    return true;
+  }
+};
+
+struct Cache {
+  std::mutex mu;
+  std::unordered_map<std::string, OpRecipePtr> map;
+};
+
+Cache& TheCache() {
+  static auto& c = *new Cache();  // never destroyed: ops may run during interpreter exit
+  return c;
+}
+
+std::atomic<bool>& Enabled() {
+  static std::atomic<bool> on = [] {
+    const char* v = std::getenv("TORCHTPU_OP_CACHE");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
+
+}  // namespace
+
+bool OpCacheEnabled() { return Enabled().load(std::memory_order_relaxed); }
+void SetOpCacheEnabled(bool on) { Enabled().store(on); }
+
+std::optional<std::string> OpCacheKey(const c10::OperatorHandle& op,
+                                      const std::vector<c10::IValue>& args, int device,
+                                      std::vector<at::Tensor>& tensors) {
+  // A capture rebinds its inputs on every call (graph_capture.h): it lowers each time.
+  if (!OpCacheEnabled() || eager::TraceOf(device).CapturingHere()) return std::nullopt;
+  Key k{{}, tensors, {}};
+  k.out.reserve(256);
+  const void* id = &op.schema();
+  k.Bytes(&id, sizeof(id));
+  k.Int(device | (static_cast<int64_t>(eager::GetMode()) << 16) |
+        (static_cast<int64_t>(eager::ChecksEnabled()) << 24) |
+        (static_cast<int64_t>(eager::HasFloat64()) << 25));  // float scalars' dtype
+  for (const auto& v : args) {
+    if (!k.Value(v)) return std::nullopt;
+  }
+  return std::move(k.out);
+}
+
+OpRecipePtr LookupRecipe(const std::string& key) {
+  Cache& c = TheCache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto it = c.map.find(key);
+  return it == c.map.end() ? nullptr : it->second;
+}
+
+void StoreRecipe(const std::string& key, const GraphBuilder& b, std::vector<TensorMeta> metas,
+                 const std::vector<at::Tensor>& tensors, const std::vector<at::Tensor>& targets) {
+  if (!b.replayable() || b.submitted() == nullptr) return;
+  auto tensor_of = [&](const c10::StorageImpl* s) {
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      if (tensors[k].defined() && tensors[k].storage().unsafeGetStorageImpl() == s) {
+        return static_cast<int>(k);
+      }
+    }
+    return INT_MIN;
+  };
+  auto r = std::make_shared<OpRecipe>();
+  for (const GraphBuilder::Source& src : b.sources()) {
+    if (src.storage == nullptr) {
+      r->inputs.push_back({-1, src.bits, src.dtype});
+      continue;
+    }
+    int k = tensor_of(src.storage);
+    if (k < 0) return;
+    r->inputs.push_back({k, 0, rt::DType::kInvalid});
+  }
+  for (const c10::StorageImpl* s : b.WrittenStorages()) {
+    int k = tensor_of(s);
+    for (size_t i = 0; k < 0 && i < targets.size(); ++i) {
+      if (targets[i].defined() && targets[i].storage().unsafeGetStorageImpl() == s) {
+        k = ~static_cast<int>(i);
+      }
+    }
+    if (k == INT_MIN) return;
+    r->writes.push_back(k);
+  }
+  r->checks = b.has_check() ? b.check_texts() : nullptr;
+  r->results = b.submitted()->results.size() - r->writes.size() - (b.has_check() ? 1 : 0);
+  r->metas = std::move(metas);
+  r->g = b.submitted();
+  r->hash = b.hash();
+  Cache& c = TheCache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.map.size() >= kMaxRecipes) c.map.clear();
+  c.map.emplace(key, std::move(r));
+}
+
+std::optional<std::vector<eager::LazyPtr>> RecipeInputs(const OpRecipe& r,
+                                                        const std::vector<at::Tensor>& tensors,
+                                                        int device) {
+  std::vector<eager::LazyPtr> inputs;
+  inputs.reserve(r.inputs.size());
+  for (const OpRecipe::Input& in : r.inputs) {
+    if (in.tensor < 0) {
+      inputs.push_back(eager::ScalarBuffer(&in.bits, in.dtype, device));
+      continue;
+    }
+    eager::LazyPtr v = Current(tensors[in.tensor].storage());
+    if (!v) return std::nullopt;
+    inputs.push_back(std::move(v));
+  }
+  return inputs;
+}
+
+}  // namespace tpu::aten
