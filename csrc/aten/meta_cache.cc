@@ -24,56 +24,7 @@ struct KeyWriter {
     for (int64_t s : t.strides()) Int(s);
   }
   bool Value(const c10::IValue& v) {
-    if (v.isNone()) {
-      Tag('n');
-    } else if (v.isTensor()) {
-      Tensor(v.toTensor());
-    } else if (v.isTensorList()) {
-      Tag('L');
-      Int(static_cast<int64_t>(v.toTensorList().size()));
-      for (const at::Tensor& t : v.toTensorList()) Tensor(t);
-    } else if (v.isOptionalTensorList()) {
-      Tag('O');
-      for (std::optional<at::Tensor> t : v.toOptionalTensorList()) t ? Tensor(*t) : Tag('u');
-    } else if (v.isDouble()) {
-      Tag('d');
-      if (float_values) {
-        double d = v.toDouble();
-        Bytes(&d, sizeof(d));
-      }
-    } else if (v.isInt()) {
-      Tag('i');
-      Int(v.toInt());
-    } else if (v.isBool()) {
-      Tag('b');
-      Int(v.toBool());
-    } else if (v.isSymInt()) {
-      Tag('i');
-      Int(v.toSymInt().guard_int(__FILE__, __LINE__));
-    } else if (v.isIntList()) {
-      Tag('I');
-      for (int64_t x : v.toIntVector()) Int(x);
-      Tag(';');
-    } else if (v.isBoolList()) {
-      Tag('B');
-      for (bool x : v.toBoolList()) Int(x);
-      Tag(';');
-    } else if (v.isString()) {
-      Tag('s');
-      out += v.toStringRef();
-      Tag(';');
-    } else if (v.isDevice()) {
-      Tag('D');
-      Int(static_cast<int64_t>(v.toDevice().type()));
-      Int(v.toDevice().index());
-    } else if (v.isGenerator()) {
-      Tag('g');
-    } else if (v.isComplexDouble()) {
-      Tag('c');
-    } else {
-      return false;  // lists of symints, doubles, ...: not worth keying
-    }
-    return true;
+    return AppendKey(out, v, float_values, [&](const at::Tensor& t) { return Tensor(t), true; });
   }
 };
 

@@ -68,52 +68,9 @@ struct Key {
     return true;
   }
 
+  // Doubles by value: a rule may specialize on them (pow by 2).
   bool Value(const c10::IValue& v) {
-    if (v.isNone()) {
-      Tag('n');
-    } else if (v.isTensor()) {
-      return Tensor(v.toTensor());
-    } else if (v.isTensorList()) {
-      Tag('L');
-      Int(static_cast<int64_t>(v.toTensorList().size()));
-      for (const at::Tensor& t : v.toTensorList()) {
-        if (!Tensor(t)) return false;
-      }
-    } else if (v.isOptionalTensorList()) {
-      Tag('O');
-      for (std::optional<at::Tensor> t : v.toOptionalTensorList()) {
-        if (!Tensor(t ? *t : at::Tensor())) return false;
-      }
-      Tag(';');
-    } else if (v.isDouble()) {  // values: a rule may specialize on them (pow by 2)
-      Tag('d');
-      double d = v.toDouble();
-      Bytes(&d, sizeof(d));
-    } else if (v.isInt()) {
-      Tag('i');
-      Int(v.toInt());
-    } else if (v.isBool()) {
-      Tag('b');
-      Int(v.toBool());
-    } else if (v.isIntList()) {
-      Tag('I');
-      for (int64_t x : v.toIntVector()) Int(x);
-      Tag(';');
-    } else if (v.isBoolList()) {
-      Tag('B');
-      for (bool x : v.toBoolList()) Int(x);
-      Tag(';');
-    } else if (v.isString()) {
-      Tag('s');
-      out += v.toStringRef();
-      Tag(';');
-    } else if (v.isDevice()) {
-      Tag('D');
-      Int(static_cast<int64_t>(v.toDevice().type()) * 1024 + v.toDevice().index());
-    } else {
-      return false;  // generators, complex numbers, symbolic sizes, lists of floats
-    }
-    return true;
+    return AppendKey(out, v, true, [&](const at::Tensor& t) { return Tensor(t); });
   }
 };
 
