@@ -596,21 +596,19 @@ void Submit(const OpCall& call, GraphBuilder& b, const lowering::Ctx& ctx,
 }
 
 // A call the op cache has seen: its recorded graph runs on this call's buffers (steps 4 to 7
-// without lowering). False when the recipe no longer fits (a buffer went away meanwhile).
-bool Replay(const OpCall& call, const OpRecipe& r, const std::vector<at::Tensor>& tensors,
+// without lowering).
+void Replay(const OpCall& call, const OpRecipe& r, const CallTensors& tensors,
             torch::jit::Stack* stack) {
-  std::optional<std::vector<eager::LazyPtr>> inputs = RecipeInputs(r, tensors, call.device);
-  if (!inputs) return false;
+  std::vector<eager::LazyPtr> inputs = RecipeInputs(r, tensors, call.device);
   std::vector<at::Tensor> targets = PrepareOutputs(call, r.metas, nullptr);
   eager::GetMetrics().replayed_ops++;  // counted before a failed check raises (strict mode)
-  std::vector<eager::LazyPtr> outs = eager::Submit(r.g, r.hash, *inputs, call.device, call.name);
+  std::vector<eager::LazyPtr> outs = eager::Submit(r.g, r.hash, inputs, call.device, call.name);
   if (r.checks) eager::AfterSubmit(outs.back(), r.checks, call.name);
   for (size_t k = 0; k < r.writes.size(); ++k) {
     int w = r.writes[k];
-    Assign(w >= 0 ? tensors[w].storage() : targets[~w].storage(), outs[r.results + k]);
+    Assign(w >= 0 ? tensors.tensors[w].storage() : targets[~w].storage(), outs[r.results + k]);
   }
   PushReturns(call, r.metas, targets, stack);
-  return true;
 }
 
 }  // namespace
@@ -644,13 +642,13 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
   }
   CheckArguments(schema, call.args);
   // Ops answering the host (torch.equal) read a result now: they are not worth a recipe.
-  std::vector<at::Tensor> tensors;
+  CallTensors tensors;
   std::optional<std::string> key;
   if (call.tensor_returns) key = OpCacheKey(op, call.args, call.device, tensors);
   if (key) {
     if (OpRecipePtr r = LookupRecipe(*key)) {
       try {
-        if (Replay(call, *r, tensors, stack)) return;
+        return Replay(call, *r, tensors, stack);
       } catch (const c10::Error&) {
         throw;
       } catch (...) {

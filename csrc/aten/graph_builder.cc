@@ -32,23 +32,16 @@ const GraphBuilder::Written* GraphBuilder::FindWritten(Slot* slot) const {
   return nullptr;
 }
 
-Value GraphBuilder::Input(const eager::LazyPtr& in) {
-  auto it = params_.find(in.get());
-  if (it != params_.end()) return it->second;
-  Value v = g.Param(in->type);
-  inputs_.push_back(in);
-  sources_.emplace_back();
-  replayable_ = false;  // an upload or random state: nothing the op cache can find again
-  params_.emplace(in.get(), v);
-  return v;
-}
+// An upload or random state: nothing the op cache can find again.
+Value GraphBuilder::Input(const eager::LazyPtr& in) { return SourcedInput(in, std::nullopt); }
 
-Value GraphBuilder::StorageInput(const eager::LazyPtr& in, const c10::Storage& storage) {
+Value GraphBuilder::SourcedInput(const eager::LazyPtr& in, std::optional<Source> source) {
   auto it = params_.find(in.get());
   if (it != params_.end()) return it->second;
   Value v = g.Param(in->type);
   inputs_.push_back(in);
-  sources_.push_back({storage.unsafeGetStorageImpl()});
+  sources_.push_back(source.value_or(Source{}));
+  replayable_ &= source.has_value();
   params_.emplace(in.get(), v);
   return v;
 }
@@ -58,7 +51,7 @@ Value GraphBuilder::Base(const at::Tensor& t, rt::DType as) {
   if (const Written* w = FindWritten(slot)) return lowering::AsFlat(g, w->value, as);
   eager::LazyPtr buf = Current(t.storage());
   if (!buf) return ir::Constant(g, 0, as, {StorageElems(t)});  // never written: zeros
-  return lowering::AsFlat(g, StorageInput(buf, t.storage()), as);
+  return lowering::AsFlat(g, SourcedInput(buf, Source{t.storage().unsafeGetStorageImpl()}), as);
 }
 
 Value GraphBuilder::Read(const at::Tensor& t) {
@@ -69,7 +62,7 @@ Value GraphBuilder::Read(const at::Tensor& t) {
     eager::LazyPtr buf = Current(t.storage());
     // Fast path: the tensor is its buffer, maybe reshaped.
     if (buf && buf->type.dtype == s.dtype && lowering::IsWholeContiguous(s, buf->type.numel())) {
-      return ir::Reshape(g, StorageInput(buf, t.storage()), s.sizes);
+      return ir::Reshape(g, SourcedInput(buf, Source{t.storage().unsafeGetStorageImpl()}), s.sizes);
     }
   }
   s.offset_value = Scalar(s.offset);  // views at other offsets share this program
@@ -135,14 +128,7 @@ Value GraphBuilder::Upload(const at::Tensor& cpu) {
   if (v || cpu.dim() > 0) return Input(v ? v : HostValue(cpu, device_, /*cached=*/true));
   // A 0-d CPU tensor (`x * 0.5` wraps 0.5 so) is a scalar, which the op cache can find again.
   auto [bits, dtype] = ScalarBits(cpu.item());
-  eager::LazyPtr in = eager::ScalarBuffer(&bits, dtype, device_);
-  auto it = params_.find(in.get());
-  if (it != params_.end()) return it->second;
-  Value p = g.Param(in->type);
-  inputs_.push_back(in);
-  sources_.push_back({nullptr, bits, dtype});
-  params_.emplace(in.get(), p);
-  return p;
+  return SourcedInput(eager::ScalarBuffer(&bits, dtype, device_), Source{nullptr, bits, dtype});
 }
 
 void GraphBuilder::Write(const at::Tensor& t, Value v) {

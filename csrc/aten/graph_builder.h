@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -61,7 +62,9 @@ class GraphBuilder {
 
  private:
   Value Base(const at::Tensor& t, rt::DType as);
-  Value StorageInput(const eager::LazyPtr& v, const c10::Storage& storage);
+  // A graph parameter bound to `v` (one per distinct value), and where it came from; without a
+  // source the op cache cannot replay the graph.
+  Value SourcedInput(const eager::LazyPtr& v, std::optional<Source> source);
 
   int device_;
   std::string op_;

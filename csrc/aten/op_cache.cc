@@ -19,7 +19,7 @@ constexpr size_t kMaxRecipes = 8192;  // a training step makes about a thousand
 
 struct Key {
   std::string out;
-  std::vector<at::Tensor>& tensors;
+  CallTensors& call;
   std::vector<const c10::StorageImpl*> storages;  // per tensor, for aliasing
 
   void Bytes(const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
@@ -29,7 +29,8 @@ struct Key {
   // Everything Read and Write look at: the layout, the storage's size and current buffer, and
   // which earlier tensor of the call shares the storage.
   bool Tensor(const at::Tensor& t) {
-    tensors.push_back(t);
+    call.tensors.push_back(t);
+    call.buffers.emplace_back();
     if (!t.defined()) {
       storages.push_back(nullptr);
       Tag('u');
@@ -60,7 +61,8 @@ struct Key {
     }
     storages.push_back(storage);
     Int(alias);
-    eager::LazyPtr buf = Current(t.storage());
+    eager::LazyPtr& buf = call.buffers.back();
+    buf = Current(t.storage());
     if (!buf) return Tag('z'), true;
     Int(static_cast<int64_t>(buf->type.dtype));
     for (int64_t d : buf->type.dims) Int(d);
@@ -99,10 +101,10 @@ void SetOpCacheEnabled(bool on) { Enabled().store(on); }
 
 std::optional<std::string> OpCacheKey(const c10::OperatorHandle& op,
                                       const std::vector<c10::IValue>& args, int device,
-                                      std::vector<at::Tensor>& tensors) {
+                                      CallTensors& call) {
   // A capture rebinds its inputs on every call (graph_capture.h): it lowers each time.
   if (!OpCacheEnabled() || eager::TraceOf(device).CapturingHere()) return std::nullopt;
-  Key k{{}, tensors, {}};
+  Key k{{}, call, {}};
   k.out.reserve(256);
   const void* id = &op.schema();
   k.Bytes(&id, sizeof(id));
@@ -123,8 +125,9 @@ OpRecipePtr LookupRecipe(const std::string& key) {
 }
 
 void StoreRecipe(const std::string& key, const GraphBuilder& b, std::vector<TensorMeta> metas,
-                 const std::vector<at::Tensor>& tensors, const std::vector<at::Tensor>& targets) {
+                 const CallTensors& call, const std::vector<at::Tensor>& targets) {
   if (!b.replayable() || b.submitted() == nullptr) return;
+  const std::vector<at::Tensor>& tensors = call.tensors;
   auto tensor_of = [&](const c10::StorageImpl* s) {
     for (size_t k = 0; k < tensors.size(); ++k) {
       if (tensors[k].defined() && tensors[k].storage().unsafeGetStorageImpl() == s) {
@@ -164,19 +167,12 @@ void StoreRecipe(const std::string& key, const GraphBuilder& b, std::vector<Tens
   c.map.emplace(key, std::move(r));
 }
 
-std::optional<std::vector<eager::LazyPtr>> RecipeInputs(const OpRecipe& r,
-                                                        const std::vector<at::Tensor>& tensors,
-                                                        int device) {
+std::vector<eager::LazyPtr> RecipeInputs(const OpRecipe& r, const CallTensors& call, int device) {
   std::vector<eager::LazyPtr> inputs;
   inputs.reserve(r.inputs.size());
   for (const OpRecipe::Input& in : r.inputs) {
-    if (in.tensor < 0) {
-      inputs.push_back(eager::ScalarBuffer(&in.bits, in.dtype, device));
-      continue;
-    }
-    eager::LazyPtr v = Current(tensors[in.tensor].storage());
-    if (!v) return std::nullopt;
-    inputs.push_back(std::move(v));
+    inputs.push_back(in.tensor >= 0 ? call.buffers[in.tensor]
+                                    : eager::ScalarBuffer(&in.bits, in.dtype, device));
   }
   return inputs;
 }

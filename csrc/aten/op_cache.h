@@ -36,22 +36,26 @@ struct OpRecipe {
 };
 using OpRecipePtr = std::shared_ptr<const OpRecipe>;
 
-// The key of a call on `device`, with the call's tensors in the order recipes index them; nullopt
-// when the call cannot be keyed (CPU tensors, generators, a torch.compile capture, ...).
+// A call's tensors in the order recipes index them, with the buffer each storage held when the
+// key was made (null: none, or not a tpu tensor): a replay reads exactly what the key described.
+struct CallTensors {
+  std::vector<at::Tensor> tensors;
+  std::vector<eager::LazyPtr> buffers;
+};
+
+// The key of a call on `device`, filling `call`; nullopt when the call cannot be keyed (CPU
+// tensors, generators, a torch.compile capture, ...).
 std::optional<std::string> OpCacheKey(const c10::OperatorHandle& op,
                                       const std::vector<c10::IValue>& args, int device,
-                                      std::vector<at::Tensor>& tensors);
+                                      CallTensors& call);
 
 OpRecipePtr LookupRecipe(const std::string& key);
 // Keeps what `b` (run) built for a call, if it can be replayed. `targets`: the op's returns.
 void StoreRecipe(const std::string& key, const GraphBuilder& b, std::vector<TensorMeta> metas,
-                 const std::vector<at::Tensor>& tensors, const std::vector<at::Tensor>& targets);
+                 const CallTensors& call, const std::vector<at::Tensor>& targets);
 
-// The graph inputs the recipe names, for a call whose tensors are `tensors`; nullopt when a
-// tensor has no buffer any more (another thread changed it since the key was made).
-std::optional<std::vector<eager::LazyPtr>> RecipeInputs(const OpRecipe& r,
-                                                        const std::vector<at::Tensor>& tensors,
-                                                        int device);
+// The graph inputs the recipe names, for the call `call` (keyed like the recipe's).
+std::vector<eager::LazyPtr> RecipeInputs(const OpRecipe& r, const CallTensors& call, int device);
 
 // Whether the op cache is used (TORCHTPU_OP_CACHE=0 turns it off, for benchmarks and bisecting).
 bool OpCacheEnabled();

@@ -333,36 +333,43 @@ std::vector<rt::BufferPtr> Execute(const rt::Executable& exe,
   return outs;
 }
 
-std::vector<rt::BufferPtr> Run(const ir::Graph& g, const std::vector<rt::BufferPtr>& inputs,
-                               int device) {
-  ir::Hash128 key = ir::StructuralHash(g);
+namespace {
+
+// `key`: g's StructuralHash.
+std::vector<rt::BufferPtr> RunHashed(const ir::Graph& g, const ir::Hash128& key,
+                                     const std::vector<rt::BufferPtr>& inputs, int device) {
   // The memory key is the structural hash too: mark it so it can never equal a trace's key.
   rt::ExecutablePtr exe = Executable({key.lo, key.hi ^ 0x5354524943540000ULL}, [&] { return g; });
   return Execute(*exe, inputs, device);
 }
 
-namespace {
-
-std::vector<LazyPtr> RunNow(const ir::Graph& g, const std::vector<LazyPtr>& inputs, int device,
-                            const std::string& op) {
+std::vector<LazyPtr> RunNow(const ir::Graph& g, const ir::Hash128& key,
+                            const std::vector<LazyPtr>& inputs, int device, const std::string& op) {
   std::vector<rt::BufferPtr> bufs;
   bufs.reserve(inputs.size());
   for (const LazyPtr& in : inputs) bufs.push_back(Materialize(in));
   std::optional<ProgramLabel> label;
   if (Profiling()) label.emplace(op);
   std::vector<LazyPtr> outs;
-  for (rt::BufferPtr& b : Run(g, bufs, device)) outs.push_back(Lazy::Of(std::move(b), device));
+  for (rt::BufferPtr& b : RunHashed(g, key, bufs, device)) {
+    outs.push_back(Lazy::Of(std::move(b), device));
+  }
   return outs;
 }
 
 }  // namespace
+
+std::vector<rt::BufferPtr> Run(const ir::Graph& g, const std::vector<rt::BufferPtr>& inputs,
+                               int device) {
+  return RunHashed(g, ir::StructuralHash(g), inputs, device);
+}
 
 std::vector<LazyPtr> Submit(ir::Graph g, const std::vector<LazyPtr>& inputs, int device,
                             std::string op) {
   if (GetMode() == Mode::kFused || TraceOf(device).CapturingHere()) {
     return TraceOf(device).Record(std::move(g), inputs, std::move(op), CaptureOrigin());
   }
-  return RunNow(g, inputs, device, op);
+  return RunNow(g, ir::StructuralHash(g), inputs, device, op);
 }
 
 std::vector<LazyPtr> Submit(std::shared_ptr<const ir::Graph> g, const ir::Hash128& h,
@@ -370,7 +377,7 @@ std::vector<LazyPtr> Submit(std::shared_ptr<const ir::Graph> g, const ir::Hash12
   if (GetMode() == Mode::kFused || TraceOf(device).CapturingHere()) {
     return TraceOf(device).Record(std::move(g), h, inputs, std::move(op), CaptureOrigin());
   }
-  return RunNow(*g, inputs, device, op);
+  return RunNow(*g, h, inputs, device, op);
 }
 
 rt::BufferPtr Materialize(const LazyPtr& v) {
