@@ -271,17 +271,20 @@ V Hypot(Ctx& c) {
   return {ir::Unary(c.g, "stablehlo.sqrt", s)};
 }
 
-V LogAddExp(Ctx& c) {
+// log(b^a + b^other) in base e or 2 (logaddexp2): the larger plus log1p of the smaller's ratio.
+V LogAddExp(Ctx& c, bool base2) {
   Value a = InAsOut(c, "self"), b = InAsOut(c, "other");
   Value m = ir::Binary(c.g, "stablehlo.maximum", a, b);
-  Value d = ir::Unary(c.g, "stablehlo.abs", ir::Binary(c.g, "stablehlo.subtract", a, b));
-  Value r = ir::Binary(
-      c.g, "stablehlo.add", m,
-      ir::Unary(c.g, "stablehlo.log_plus_one",
-                ir::Unary(c.g, "stablehlo.exponential", ir::Unary(c.g, "stablehlo.negate", d))));
+  Value d = ir::Unary(c.g, "stablehlo.negate",
+                      ir::Unary(c.g, "stablehlo.abs", ir::Binary(c.g, "stablehlo.subtract", a, b)));
+  Value e = base2 ? ir::Binary(c.g, "stablehlo.power", Splat(c, 2, d), d)
+                  : ir::Unary(c.g, "stablehlo.exponential", d);
+  Value l = ir::Unary(c.g, "stablehlo.log_plus_one", e);
+  if (base2) l = ir::Binary(c.g, "stablehlo.multiply", l, Splat(c, 1 / M_LN2, l));
+  Value r = ir::Binary(c.g, "stablehlo.add", m, l);
   // Equal infinities: the difference is NaN, the answer is the infinity itself.
   return {ir::Select(c.g, ir::Compare(c.g, a, b, "EQ"),
-                     ir::Binary(c.g, "stablehlo.add", a, Splat(c, M_LN2, a)), r)};
+                     ir::Binary(c.g, "stablehlo.add", a, Splat(c, base2 ? 1 : M_LN2, a)), r)};
 }
 
 }  // namespace
@@ -346,7 +349,8 @@ void AddElementwiseRules(RuleMap& m) {
   m["aten::log10"] = +[](Ctx& c) { return Log2Base(c, 1.0 / M_LN10); };
   m["aten::log1p"] = +[](Ctx& c) { return Un(c, "stablehlo.log_plus_one"); };
   m["aten::log2"] = +[](Ctx& c) { return Log2Base(c, 1.0 / M_LN2); };
-  m["aten::logaddexp"] = LogAddExp;
+  m["aten::logaddexp"] = +[](Ctx& c) { return LogAddExp(c, false); };
+  m["aten::logaddexp2"] = +[](Ctx& c) { return LogAddExp(c, true); };
   m["aten::logical_and"] = +[](Ctx& c) { return Logical(c, "stablehlo.and"); };
   m["aten::logical_not"] = +[](Ctx& c) {
     Value x = Cast(c, c.In("self"), DType::kPred);

@@ -149,4 +149,31 @@ Value CheckResult(Graph& g, const std::vector<Check>& checks) {
   return ir::Concat(g, {ir::Reshape(g, code, {1}), ir::Reshape(g, quoted, {1})}, 0);
 }
 
+Arg ValueArg(Value v) {
+  Arg a;
+  a.kind = Arg::Kind::kValue;
+  a.value = v;
+  return a;
+}
+Arg IntArg(int64_t i) {
+  Arg a;
+  a.kind = Arg::Kind::kInt;
+  a.i = i;
+  return a;
+}
+Arg BoolArg(bool b) {
+  Arg a;
+  a.kind = Arg::Kind::kBool;
+  a.b = b;
+  return a;
+}
+
+std::vector<Value> CallRule(Ctx& c, const char* name, const char* overload,
+                            std::vector<std::pair<std::string, Arg>> args, std::vector<Type> out) {
+  Rule r = FindRule(name, overload);
+  if (r == nullptr) throw LoweringError(std::string("no rule for ") + name);
+  Ctx sub{c.g, std::move(args), std::move(out), c.common, c.random_seed};
+  return r(sub);
+}
+
 }  // namespace tpu::lowering

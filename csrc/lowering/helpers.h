@@ -31,6 +31,14 @@ DType FloatFor(DType t);
 double LowestOf(DType t);
 double HighestOf(DType t);
 
+// Arguments built by a rule, for CallRule.
+Arg ValueArg(Value v);
+Arg IntArg(int64_t i);
+Arg BoolArg(bool b);
+// Runs another op's rule on this graph (reuse without copying its lowering).
+std::vector<Value> CallRule(Ctx& c, const char* name, const char* overload,
+                            std::vector<std::pair<std::string, Arg>> args, std::vector<Type> out);
+
 // Value checks (see Check in rule.h). Expect: every element of pred `ok` holds; `quoted` (shaped
 // like ok, or -1) gives the value the message quotes, taken at the first element that fails.
 void Expect(Ctx& c, Value ok, Value quoted, const std::string& type, const std::string& message);

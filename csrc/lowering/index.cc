@@ -377,6 +377,52 @@ V TopK(Ctx& c) {
           ir::Reshape(c.g, ir::Slice(c.g, r[1], zero, limit), c.out[1].dims)};
 }
 
+// self.flatten()[index] = source (or +=), as take's inverse; indices wrap and are checked.
+V Put(Ctx& c) {
+  Value x = c.In("self");
+  const Type& t = c.out[0];
+  int64_t n = t.numel(), k = c.T(c.In("index")).numel();
+  ExpectIndex(
+      c, c.In("index"), n, true, "IndexError",
+      "out of range: tried to access index {} on a tensor of " + std::to_string(n) + " elements.");
+  if (n == 0 || k == 0) return {x};
+  Value idx = ir::Reshape(c.g, Wrap(c, c.In("index"), n), {k, 1});
+  Value src = ir::Reshape(c.g, Cast(c, c.In("source"), t.dtype), {k});
+  Value r = ir::Scatter(c.g, ir::Reshape(c.g, x, {n}), idx, src, {0}, 0,
+                        Combiner(t.dtype, c.Bool("accumulate", false) ? "add" : ""));
+  return {ir::Reshape(c.g, r, t.dims)};
+}
+
+// nonzero with a static row count: the coordinates of the first `size` true elements (a sort of
+// their flat positions), rows past the count filled with fill_value.
+V NonzeroStatic(Ctx& c) {
+  const Type& out = c.out[0];
+  Value x = c.In("self");
+  const Dims shape = c.T(x).dims;
+  int64_t n = c.T(x).numel(), size = out.dims[0], rank = static_cast<int64_t>(shape.size());
+  if (out.numel() == 0) return {Splat(c, 0, out)};
+  Value fill = Splat(c, static_cast<double>(c.Int("fill_value", -1)), Type{DType::kS64, {size, 1}});
+  if (n == 0) return {ir::BroadcastTo(c.g, fill, out.dims)};
+  Type flat{DType::kS64, {n}};
+  Value mask = ir::Reshape(c.g, Cast(c, x, DType::kPred), {n});
+  Value key = ir::Select(c.g, mask, ir::Iota(c.g, flat, 0), Splat(c, static_cast<double>(n), flat));
+  Value pos = SortAlong(c, key, 0, false)[0];
+  pos = size <= n ? ir::Slice(c.g, pos, {0}, {size})
+                  : ir::Pad(c.g, pos, ir::Constant(c.g, static_cast<double>(n), DType::kS64), {0},
+                            {size - n});
+  pos = ir::Reshape(c.g, pos, {size, 1});
+  Value none = ir::Compare(c.g, pos, Splat(c, static_cast<double>(n), c.T(pos)), "EQ");
+  Dims strides = ir::ContiguousStrides(shape);
+  std::vector<Value> coords;
+  for (int64_t d = 0; d < rank; ++d) {
+    Value q =
+        ir::Binary(c.g, "stablehlo.divide", pos, Splat(c, static_cast<double>(strides[d]), pos));
+    Value r = ir::Binary(c.g, "stablehlo.remainder", q, Splat(c, static_cast<double>(shape[d]), q));
+    coords.push_back(ir::Select(c.g, none, fill, r));
+  }
+  return {ir::Concat(c.g, coords, 1)};
+}
+
 }  // namespace
 
 void AddIndexRules(RuleMap& m) {
@@ -409,6 +455,8 @@ void AddIndexRules(RuleMap& m) {
   m["aten::sort"] = Sort;
   m["aten::sort.stable"] = Sort;
   m["aten::take"] = Take;
+  m["aten::put"] = Put;
+  m["aten::nonzero_static"] = NonzeroStatic;
   m["aten::topk"] = TopK;
 }
 

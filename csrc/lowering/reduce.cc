@@ -213,6 +213,33 @@ V Norm(Ctx& c, const char* ord_name) {
   return {Finish(c, root)};
 }
 
+// Each slice along `dim` scaled down to p-norm maxnorm where its norm exceeds it (ATen's factor
+// maxnorm / (norm + 1e-7)), computed in float for half types.
+V Renorm(Ctx& c) {
+  Value x = Input(c);
+  const Type t = c.T(x);
+  int64_t dim = ir::WrapDim(c.Int("dim"), t.rank());
+  Arg others;
+  others.kind = Arg::Kind::kInts;
+  Dims keep = t.dims;
+  for (int64_t i = 0; i < t.rank(); ++i) {
+    if (i != dim) {
+      others.ints.push_back(i);
+      keep[i] = 1;
+    }
+  }
+  Value norm = CallRule(c, "aten::linalg_vector_norm", "",
+                        {{"self", ValueArg(x)},
+                         {"ord", ValueArg(c.In("p"))},
+                         {"dim", others},
+                         {"keepdim", BoolArg(true)}},
+                        {Type{t.dtype, keep}})[0];
+  Value maxnorm = Cast(c, c.In("maxnorm"), t.dtype, keep);
+  Value factor = Div(c, maxnorm, Add(c, norm, Splat(c, 1e-7, norm)));
+  factor = ir::Select(c.g, ir::Compare(c.g, norm, maxnorm, "GT"), factor, Splat(c, 1, norm));
+  return {Finish(c, Mul(c, x, ir::BroadcastTo(c.g, factor, t.dims)))};
+}
+
 // log(sum(exp(x))) shifted by the max; infinite maxima are not subtracted (as in PyTorch).
 V LogSumExp(Ctx& c) {
   Value x = Input(c);
@@ -337,6 +364,7 @@ void AddReduceRules(RuleMap& m) {
     const char* op = c.out[0].dtype == DType::kPred ? "stablehlo.or" : "stablehlo.add";
     return Scan(c, 0, [&](Value a, Value b) { return Arith(c, op, a, b); });
   };
+  m["aten::renorm"] = Renorm;
   m["aten::linalg_vector_norm"] = +[](Ctx& c) { return Norm(c, "ord"); };
   m["aten::logcumsumexp"] = m["aten::_logcumsumexp"];
   m["aten::logsumexp"] = LogSumExp;

@@ -20,6 +20,9 @@ const RuleMap& Rules() {
     AddTestingRules(m);
     AddAttentionRules(m);
     AddDecompRules(m);
+    AddPolynomialRules(m);
+    AddOrderStatRules(m);
+    AddSpecialFunctionRules(m);
     return m;
   }();
   return rules;

@@ -22,5 +22,8 @@ void AddSpecialRules(RuleMap& m);
 void AddTestingRules(RuleMap& m);
 void AddAttentionRules(RuleMap& m);
 void AddDecompRules(RuleMap& m);
+void AddPolynomialRules(RuleMap& m);
+void AddOrderStatRules(RuleMap& m);
+void AddSpecialFunctionRules(RuleMap& m);
 
 }  // namespace tpu::lowering

@@ -250,6 +250,20 @@ V DiagonalCopy(Ctx& c) {
   return {ir::Gather(c.g, x, idx, {d1, d2}, rank - 2)};
 }
 
+// [N, C, *] viewed as [N, g, C/g, *], the two group dims swapped, and flattened back.
+V ChannelShuffle(Ctx& c) {
+  Value x = c.In("self");
+  const Dims d = c.T(x).dims;
+  int64_t g = c.Int("groups");
+  if (c.T(x).numel() == 0) return {x};
+  Dims split{d[0], g, d[1] / g};
+  split.insert(split.end(), d.begin() + 2, d.end());
+  Dims perm(split.size());
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(i);
+  std::swap(perm[1], perm[2]);
+  return {ir::Reshape(c.g, ir::Transpose(c.g, ir::Reshape(c.g, x, split), perm), c.out[0].dims)};
+}
+
 }  // namespace
 
 void AddShapeRules(RuleMap& m) {
@@ -261,6 +275,8 @@ void AddShapeRules(RuleMap& m) {
                      "dimension = " + std::to_string(c.Int("dim")) + " : i64")};
   };
   m["aten::cat"] = Cat;
+  m["aten::channel_shuffle"] = ChannelShuffle;
+  m["aten::native_channel_shuffle"] = ChannelShuffle;
   m["aten::constant_pad_nd"] = ConstantPadNd;
   m["aten::diag_embed"] =
       +[](Ctx& c) { return V{PutDiagonal(c, Splat(c, 0, c.out[0]), c.In("self"), -2, -1)}; };

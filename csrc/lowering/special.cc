@@ -32,34 +32,6 @@ Dims Iota(int64_t n, int64_t from = 0) {
 // 0-d operands are treated as 1-element vectors.
 Value Lift(Ctx& c, Value x) { return c.T(x).rank() == 0 ? ir::Reshape(c.g, x, {1}) : x; }
 
-Arg ValueArg(Value v) {
-  Arg a;
-  a.kind = Arg::Kind::kValue;
-  a.value = v;
-  return a;
-}
-Arg IntArg(int64_t i) {
-  Arg a;
-  a.kind = Arg::Kind::kInt;
-  a.i = i;
-  return a;
-}
-Arg BoolArg(bool b) {
-  Arg a;
-  a.kind = Arg::Kind::kBool;
-  a.b = b;
-  return a;
-}
-
-// Runs another op's rule on this graph (reuse without copying its lowering).
-V CallRule(Ctx& c, const char* name, const char* overload,
-           std::vector<std::pair<std::string, Arg>> args, std::vector<Type> out) {
-  Rule r = FindRule(name, overload);
-  if (r == nullptr) throw LoweringError(std::string("no rule for ") + name);
-  Ctx sub{c.g, std::move(args), std::move(out), c.common, c.random_seed};
-  return r(sub);
-}
-
 // max/min of two scalars that propagates NaN (XLA:CPU's maximum/minimum drop it).
 std::shared_ptr<ir::Graph> NanMaxMinRegion(DType t, bool is_max) {
   auto r = std::make_shared<ir::Graph>();
@@ -659,6 +631,65 @@ V CdistBackward(Ctx& c) {
   return {Cast(c, ReduceWith(c, r, 0, {nb + 1}, "sum"), out.dtype)};
 }
 
+// pdist's pair k of rows i < j of an n-row input: k = i (2n - i - 1) / 2 + j - i - 1, in the
+// row-major order of the upper triangle. An [n, n] s64 table of k; `none` off the triangle
+// (both triangles when symmetric).
+Value PairIndex(Ctx& c, int64_t n, bool symmetric, int64_t none) {
+  Type t{DType::kS64, {n, n}};
+  Value i = ir::Iota(c.g, t, 0), j = ir::Iota(c.g, t, 1);
+  auto k = [&](Value a, Value b) {
+    Value twice = Mul(c, a, Sub(c, Sub(c, Splat(c, 2.0 * n, a), a), Splat(c, 1, a)));
+    return Sub(c, Add(c, Div(c, twice, Splat(c, 2, a)), b), Add(c, a, Splat(c, 1, a)));
+  };
+  Value lt = ir::Compare(c.g, i, j, "LT"), gt = ir::Compare(c.g, i, j, "GT");
+  Value r = ir::Select(c.g, lt, k(i, j), Splat(c, static_cast<double>(none), t));
+  return symmetric ? ir::Select(c.g, gt, k(j, i), r) : r;
+}
+
+// The p-norm distances of every pair of rows, as cdist(x, x) (never its matmul form, as ATen's
+// pdist) read at the upper triangle.
+V PdistForward(Ctx& c) {
+  const Type& out = c.out[0];
+  Value x = c.In("self");
+  const Type xt = c.T(x);
+  int64_t n = xt.dims[0];
+  if (out.numel() == 0) return {Splat(c, 0, out)};
+  Type full{out.dtype, {n, n}};
+  Value d = CallRule(c, "aten::_cdist_forward", "",
+                     {{"x1", ValueArg(x)},
+                      {"x2", ValueArg(x)},
+                      {"p", c.args[1].second},
+                      {"compute_mode", IntArg(2)}},
+                     {full})[0];
+  int64_t pairs = out.numel();
+  Value idx = ir::Reshape(c.g, PairIndex(c, n, false, pairs), {n * n, 1});
+  return {ir::Scatter(c.g, Splat(c, 0, out), idx, ir::Reshape(c.g, d, {n * n}), {0}, 0,
+                      ir::OverwriteRegion(out.dtype))};
+}
+
+// Each pair's gradient term goes to row i and, negated (it is odd in x_i - x_j), to row j: the
+// same as cdist(x, x)'s backward with the pair values on both triangles.
+V PdistBackward(Ctx& c) {
+  const Type& out = c.out[0];
+  Value x = c.In("self");
+  int64_t n = c.T(x).dims[0];
+  if (out.numel() == 0 || n < 2) return {Splat(c, 0, out)};
+  int64_t pairs = c.T(c.In("grad")).numel();
+  Value idx = ir::Reshape(c.g, PairIndex(c, n, true, pairs), {n, n, 1});
+  auto square = [&](const char* name) {
+    Value v = c.In(name);
+    Value padded = ir::Concat(c.g, {v, ir::Constant(c.g, 0, c.T(v).dtype, {1})}, 0);
+    return ir::Gather(c.g, padded, idx, {0}, 0);
+  };
+  return CallRule(c, "aten::_cdist_backward", "",
+                  {{"grad", ValueArg(square("grad"))},
+                   {"x1", ValueArg(x)},
+                   {"x2", ValueArg(x)},
+                   {"p", c.args[2].second},
+                   {"cdist", ValueArg(square("pdist"))}},
+                  {out});
+}
+
 // ---- histograms and indexed reductions ----
 
 // ATen's histc: edges min/max (data range when equal, widened by 1 when still equal), bin
@@ -891,6 +922,8 @@ void AddSpecialRules(RuleMap& m) {
   m["aten::_batch_norm_with_update"] = BatchNormWithUpdate;
   m["aten::_cdist_backward"] = CdistBackward;
   m["aten::_cdist_forward"] = CdistForward;
+  m["aten::_pdist_backward"] = PdistBackward;
+  m["aten::_pdist_forward"] = PdistForward;
   m["aten::_cummax_helper"] = +[](Ctx& c) { return CumMaxMin(c, true); };
   m["aten::_cummin_helper"] = +[](Ctx& c) { return CumMaxMin(c, false); };
   m["aten::_segment_reduce_backward"] = SegmentReduceBackward;
@@ -916,6 +949,8 @@ void AddSpecialRules(RuleMap& m) {
   m["aten::segment_reduce"] = SegmentReduce;
   m["aten::special_i0e"] = +[](Ctx& c) { return Bessel(c, 0, true); };
   m["aten::special_i1"] = +[](Ctx& c) { return Bessel(c, 1, false); };
+  m["aten::special_modified_bessel_i0"] = +[](Ctx& c) { return Bessel(c, 0, false); };
+  m["aten::special_modified_bessel_i1"] = +[](Ctx& c) { return Bessel(c, 1, false); };
   m["aten::special_i1e"] = +[](Ctx& c) { return Bessel(c, 1, true); };
 }
 

@@ -1,5 +1,6 @@
-// Meta kernels (shapes and CPU's argument checks) for losses whose only kernels in PyTorch are
-// CPU and CUDA ones: the boxed kernel takes shapes and errors from Meta (dispatch.cc).
+// Meta kernels (shapes and CPU's argument checks) for ops whose only kernels in PyTorch are CPU and
+// CUDA ones (losses, _logcumsumexp): the boxed kernel takes shapes and errors from Meta
+// (dispatch.cc).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -47,9 +48,15 @@ Tensor MultiMarginLossBackward(const Tensor&, const Tensor& self, const Tensor& 
   return at::empty_like(self, at::MemoryFormat::Contiguous);
 }
 
+Tensor LogCumSumExp(const Tensor& self, int64_t dim) {
+  at::maybe_wrap_dim(dim, self.dim());
+  return at::empty_like(self, at::MemoryFormat::Contiguous);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("_logcumsumexp", LogCumSumExp);
   m.impl("multi_margin_loss", MultiMarginLoss);
   m.impl("multi_margin_loss_backward", MultiMarginLossBackward);
 }
