@@ -1,5 +1,6 @@
-// Ops whose output shape depends on data (nonzero, masked_select): one small program counts,
-// the host reads the count, then a static program of that size computes the result.
+// Ops whose output shape depends on data (nonzero, masked_select, repeat_interleave): one small
+// program counts, the host reads the count, then a static program of that size computes the
+// result.
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
@@ -114,12 +115,47 @@ at::Tensor& MaskedSelectOut(const at::Tensor& self, const at::Tensor& mask, at::
   return out;
 }
 
+// repeat_interleave(repeats, output_size=None): without output_size, the host reads the sum (and
+// the minimum, for CPU's check) of repeats; the boxed kernel then lowers it with that size.
+void RepeatInterleave(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                      torch::jit::Stack* stack) {
+  const at::Tensor repeats = (*stack)[stack->size() - 2].toTensor();
+  TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
+  TORCH_CHECK(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+              "repeats has to be Long or Int tensor");
+  if (stack->back().isNone() && repeats.numel() > 0) {
+    int64_t sum_min[2] = {0, 0};
+    try {
+      GraphBuilder b(repeats.device().index(), "aten::repeat_interleave");
+      Value r = ir::Convert(b.g, b.Read(repeats), rt::DType::kS64);
+      auto reduce = [&](double init, const char* op) {
+        return ir::Reshape(
+            b.g, ir::Reduce(b.g, r, ir::Constant(b.g, init, rt::DType::kS64), {0}, op), {1});
+      };
+      b.g.results = {
+          ir::Concat(b.g, {reduce(0, "stablehlo.add"), reduce(9.0e18, "stablehlo.minimum")}, 0)};
+      eager::Materialize(b.Run()[0])->ToHost(sum_min, sizeof(sum_min));
+    } catch (const c10::Error&) {
+      throw;
+    } catch (...) {
+      RethrowAsTorchError("aten::repeat_interleave");
+    }
+    TORCH_CHECK(sum_min[1] >= 0, "repeats can not be negative");
+    stack->back() = c10::IValue(sum_min[0]);
+  } else if (stack->back().isNone()) {
+    stack->back() = c10::IValue(static_cast<int64_t>(0));
+  }
+  BoxedKernel(op, ks, stack);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero", Nonzero);
   m.impl("masked_select", MaskedSelect);
   m.impl("masked_select.out", MaskedSelectOut);
+  m.impl("repeat_interleave.Tensor",
+         torch::CppFunction::makeFromBoxedFunction<&RepeatInterleave>());
 }
 
 }  // namespace tpu::aten

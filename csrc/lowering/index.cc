@@ -423,6 +423,24 @@ V NonzeroStatic(Ctx& c) {
   return {ir::Concat(c.g, coords, 1)};
 }
 
+// repeat_interleave(repeats) with its output size known: entry j is the number of inclusive
+// prefix sums of repeats at or below j (a scatter of ones at the prefix sums, then a cumsum).
+V RepeatInterleave(Ctx& c) {
+  const Type& out = c.out[0];
+  Value r = Cast(c, c.In("repeats"), DType::kS64);
+  int64_t n = c.T(r).numel(), total = out.numel();
+  if (total == 0 || n == 0) return {Splat(c, 0, out)};
+  auto cumsum = [&](Value v) {
+    return CallRule(c, "aten::cumsum", "", {{"self", ValueArg(v)}, {"dim", IntArg(0)}},
+                    {c.T(v)})[0];
+  };
+  Value at = ir::Reshape(c.g, cumsum(r), {n, 1});
+  Type marks{DType::kS64, {total}};
+  Value ones = Splat(c, 1, Type{DType::kS64, {n}});
+  Value m = ir::Scatter(c.g, Splat(c, 0, marks), at, ones, {0}, 0, Combiner(DType::kS64, "add"));
+  return {Cast(c, cumsum(m), out.dtype)};
+}
+
 }  // namespace
 
 void AddIndexRules(RuleMap& m) {
@@ -456,6 +474,7 @@ void AddIndexRules(RuleMap& m) {
   m["aten::sort.stable"] = Sort;
   m["aten::take"] = Take;
   m["aten::put"] = Put;
+  m["aten::repeat_interleave.Tensor"] = RepeatInterleave;
   m["aten::nonzero_static"] = NonzeroStatic;
   m["aten::topk"] = TopK;
 }

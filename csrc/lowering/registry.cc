@@ -22,6 +22,7 @@ const RuleMap& Rules() {
     AddDecompRules(m);
     AddPolynomialRules(m);
     AddOrderStatRules(m);
+    AddMultilabelMarginRules(m);
     AddSpecialFunctionRules(m);
     return m;
   }();

@@ -24,6 +24,7 @@ void AddAttentionRules(RuleMap& m);
 void AddDecompRules(RuleMap& m);
 void AddPolynomialRules(RuleMap& m);
 void AddOrderStatRules(RuleMap& m);
+void AddMultilabelMarginRules(RuleMap& m);
 void AddSpecialFunctionRules(RuleMap& m);
 
 }  // namespace tpu::lowering
