@@ -44,6 +44,15 @@ at::Tensor Empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
   return at::detail::empty_generic(size, TpuAllocator(), kTpuKeys, t, memory_format);
 }
 
+// Autograd's known-zero gradients (sgn's backward): CPU and CUDA mark them with the ZeroTensor
+// key so later math can skip them; on tpu they are plain zeros.
+at::Tensor EfficientZeroTensor(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout>, std::optional<at::Device> device,
+                               std::optional<bool>) {
+  c10::Device d = device.value_or(c10::Device(c10::DeviceType::PrivateUse1));
+  return at::zeros(size, at::TensorOptions().dtype(CheckedDType(dtype)).device(d));
+}
+
 at::Tensor EmptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
                         std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
                         std::optional<at::Device> device, std::optional<bool>) {
@@ -212,6 +221,7 @@ bool HasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", Empty);
   m.impl("empty_strided", EmptyStrided);
+  m.impl("_efficientzerotensor", EfficientZeroTensor);
   m.impl("as_strided", AsStrided);
   m.impl("view", at::native::view);
   m.impl("_reshape_alias", at::native::_reshape_alias);

@@ -176,4 +176,23 @@ std::vector<Value> CallRule(Ctx& c, const char* name, const char* overload,
   return r(sub);
 }
 
+std::shared_ptr<ir::Graph> SortComparator(DType t, bool descending) {
+  auto r = std::make_shared<ir::Graph>();
+  Type s{t, {}}, i{DType::kS64, {}};
+  Value a = r->Param(s), b = r->Param(s);
+  r->Param(i);
+  r->Param(i);
+  Value less = descending ? ir::Compare(*r, a, b, "GT") : ir::Compare(*r, a, b, "LT");
+  if (rt::IsFloat(t)) {
+    Value a_nan = ir::Compare(*r, a, a, "NE"), b_nan = ir::Compare(*r, b, b, "NE");
+    // Ascending: a < b also when only b is NaN; descending: when only a is NaN.
+    Value first = descending ? a_nan : b_nan, second = descending ? b_nan : a_nan;
+    Value nan_first =
+        ir::Binary(*r, "stablehlo.and", first, ir::Unary(*r, "stablehlo.not", second));
+    less = ir::Binary(*r, "stablehlo.or", less, nan_first);
+  }
+  r->results = {less};
+  return r;
+}
+
 }  // namespace tpu::lowering

@@ -31,6 +31,10 @@ DType FloatFor(DType t);
 double LowestOf(DType t);
 double HighestOf(DType t);
 
+// The comparator region of a stablehlo.sort of (values of dtype t, s64 indices): NaN sorts as the
+// largest value (PyTorch), -0 == +0.
+std::shared_ptr<ir::Graph> SortComparator(DType t, bool descending);
+
 // Arguments built by a rule, for CallRule.
 Arg ValueArg(Value v);
 Arg IntArg(int64_t i);

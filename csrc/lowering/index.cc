@@ -303,6 +303,41 @@ V Embedding(Ctx& c) {
   return {ir::Gather(c.g, w, idx, {0}, 0)};
 }
 
+// embedding's max_norm: every row that `indices` names and whose norm_type-norm exceeds max_norm
+// is scaled by max_norm / (norm + 1e-7), as ATen's embedding_renorm_ does.
+V EmbeddingRenorm(Ctx& c) {
+  Value w = c.In("self");
+  const Type t = c.T(w);
+  int64_t rows = t.dims[0];
+  ExpectIndex(c, c.In("indices"), rows, false, "IndexError", "index out of range in self");
+  if (t.numel() == 0 || c.T(c.In("indices")).numel() == 0) return {w};
+  Value idx =
+      AsVector(c, ir::Reshape(c.g, Wrap(c, c.In("indices"), rows), {c.T(c.In("indices")).numel()}));
+  Type flags{DType::kPred, {rows}};
+  Value used =
+      ir::Scatter(c.g, Splat(c, 0, flags), idx, Splat(c, 1, Type{DType::kPred, {c.T(idx).dims[0]}}),
+                  {0}, 0, ir::OverwriteRegion(DType::kPred));
+  DType acc = t.dtype == DType::kBF16 || t.dtype == DType::kF16 ? DType::kF32 : t.dtype;
+  Value x = Cast(c, w, acc);
+  Arg rest;
+  rest.kind = Arg::Kind::kInts;
+  for (int64_t d = 1; d < t.rank(); ++d) rest.ints.push_back(d);
+  Arg ord;
+  ord.kind = Arg::Kind::kValue;
+  ord.value = ir::Constant(c.g, c.Double("norm_type", 2), acc);
+  Value norm =
+      CallRule(c, "aten::linalg_vector_norm", "",
+               {{"self", ValueArg(x)}, {"ord", ord}, {"dim", rest}}, {Type{acc, {rows}}})[0];
+  Value max_norm = Splat(c, c.Double("max_norm", 0), c.T(norm));
+  Value scale = ir::Binary(c.g, "stablehlo.divide", max_norm,
+                           ir::Binary(c.g, "stablehlo.add", norm, Splat(c, 1e-7, c.T(norm))));
+  Value apply = ir::Binary(c.g, "stablehlo.and", used, ir::Compare(c.g, norm, max_norm, "GT"));
+  scale = ir::Select(c.g, apply, scale, Splat(c, 1, c.T(norm)));
+  Dims lead{0};
+  Value r = ir::Binary(c.g, "stablehlo.multiply", x, ir::BroadcastInDim(c.g, scale, t.dims, lead));
+  return {Cast(c, r, t.dtype)};
+}
+
 // Sums grad rows into a [num_weights, D] table; padding_idx rows get nothing.
 V EmbeddingDenseBackward(Ctx& c) {
   DType t = c.out[0].dtype;
@@ -329,26 +364,6 @@ V EmbeddingDenseBackward(Ctx& c) {
   Dims table{n};
   table.insert(table.end(), row_dims.begin(), row_dims.end());
   return {ir::Scatter(c.g, Splat(c, 0, Type{t, table}), idx, grad, {0}, 0, Combiner(t, "add"))};
-}
-
-// Comparator for sort: NaN sorts as the largest value (PyTorch), -0 == +0.
-std::shared_ptr<ir::Graph> SortComparator(DType t, bool descending) {
-  auto r = std::make_shared<ir::Graph>();
-  Type s{t, {}}, i{DType::kS64, {}};
-  Value a = r->Param(s), b = r->Param(s);
-  r->Param(i);
-  r->Param(i);
-  Value less = descending ? ir::Compare(*r, a, b, "GT") : ir::Compare(*r, a, b, "LT");
-  if (rt::IsFloat(t)) {
-    Value a_nan = ir::Compare(*r, a, a, "NE"), b_nan = ir::Compare(*r, b, b, "NE");
-    // Ascending: a < b also when only b is NaN; descending: when only a is NaN.
-    Value first = descending ? a_nan : b_nan, second = descending ? b_nan : a_nan;
-    Value nan_first =
-        ir::Binary(*r, "stablehlo.and", first, ir::Unary(*r, "stablehlo.not", second));
-    less = ir::Binary(*r, "stablehlo.or", less, nan_first);
-  }
-  r->results = {less};
-  return r;
 }
 
 // Stable sort of x along dim: (values, s64 indices).
@@ -474,6 +489,7 @@ void AddIndexRules(RuleMap& m) {
   m["aten::sort.stable"] = Sort;
   m["aten::take"] = Take;
   m["aten::put"] = Put;
+  m["aten::embedding_renorm"] = EmbeddingRenorm;
   m["aten::repeat_interleave.Tensor"] = RepeatInterleave;
   m["aten::nonzero_static"] = NonzeroStatic;
   m["aten::topk"] = TopK;
