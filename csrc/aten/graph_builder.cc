@@ -54,7 +54,18 @@ Value GraphBuilder::Base(const at::Tensor& t, rt::DType as) {
   return lowering::AsFlat(g, SourcedInput(buf, Source{t.storage().unsafeGetStorageImpl()}), as);
 }
 
+// PyTorch's lazy bits (x.conj(), a negative view) reach the ops that take them as they are (mm,
+// copies): the read applies them.
 Value GraphBuilder::Read(const at::Tensor& t) {
+  Value v = ReadStored(t);
+  if (t.is_conj()) {
+    v = ir::Complex(g, ir::Real(g, v), ir::Unary(g, "stablehlo.negate", ir::Imag(g, v)));
+  }
+  if (t.is_neg()) v = ir::Unary(g, "stablehlo.negate", v);
+  return v;
+}
+
+Value GraphBuilder::ReadStored(const at::Tensor& t) {
   TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "expected a tpu tensor");
   lowering::Strided s = LayoutOf(t);
   Slot* slot = SlotOf(t);
@@ -72,6 +83,7 @@ Value GraphBuilder::Read(const at::Tensor& t) {
 // Each scalar is a parameter of its own, even when another one has the same value: `x + i` with
 // alpha 1 must be the same program at i = 1 as at any other i.
 Value GraphBuilder::Scalar(const at::Scalar& s) {
+  if (s.isComplex()) return Input(ScalarValue(s, device_, false));
   auto [bits, dtype] = ScalarBits(s);
   eager::LazyPtr in = eager::ScalarBuffer(&bits, dtype, device_);
   inputs_.push_back(in);
@@ -95,7 +107,7 @@ std::pair<uint64_t, rt::DType> ScalarBits(const at::Scalar& s) {
     bits.i = s.toLong();
     t = rt::DType::kS64;
   } else {
-    TORCH_CHECK(!s.isComplex(), "tpu does not support complex scalars yet");
+    TORCH_CHECK(!s.isComplex(), "complex scalars have no 64-bit key");
     // Double precision where the platform has it, as CPU kernels take scalars; a TPU has no
     // float64, so there a scalar is float32, as CUDA kernels compute in float32 for float32 ops.
     if (eager::HasFloat64()) {
@@ -110,6 +122,14 @@ std::pair<uint64_t, rt::DType> ScalarBits(const at::Scalar& s) {
 }
 
 eager::LazyPtr ScalarValue(const at::Scalar& s, int device, bool cached) {
+  if (s.isComplex()) {  // complex128 where the platform has float64, else complex64; never cached
+    c10::complex<double> z = s.toComplexDouble();
+    if (eager::HasFloat64()) {
+      return eager::Lazy::Of(eager::Client().FromHost(&z, rt::DType::kC128, {}, device), device);
+    }
+    c10::complex<float> zf(static_cast<float>(z.real()), static_cast<float>(z.imag()));
+    return eager::Lazy::Of(eager::Client().FromHost(&zf, rt::DType::kC64, {}, device), device);
+  }
   auto [bits, t] = ScalarBits(s);
   if (cached) return eager::ScalarBuffer(&bits, t, device);
   return eager::Lazy::Of(eager::Client().FromHost(&bits, t, {}, device), device);
@@ -125,7 +145,8 @@ eager::LazyPtr HostValue(const at::Tensor& cpu, int device, bool cached) {
 
 Value GraphBuilder::Upload(const at::Tensor& cpu) {
   eager::LazyPtr v = CaptureUpload(cpu, device_);  // a graph input: rebound on every call
-  if (v || cpu.dim() > 0) return Input(v ? v : HostValue(cpu, device_, /*cached=*/true));
+  if (v || cpu.dim() > 0 || cpu.is_complex())
+    return Input(v ? v : HostValue(cpu, device_, /*cached=*/true));
   // A 0-d CPU tensor (`x * 0.5` wraps 0.5 so) is a scalar, which the op cache can find again.
   auto [bits, dtype] = ScalarBits(cpu.item());
   return SourcedInput(eager::ScalarBuffer(&bits, dtype, device_), Source{nullptr, bits, dtype});

@@ -26,7 +26,8 @@ class GraphBuilder {
 
   // A graph parameter bound to `v`.
   Value Input(const eager::LazyPtr& v);
-  // The value of a tpu tensor (its view of its storage's current buffer).
+  // The value of a tpu tensor (its view of its storage's current buffer, with its conjugate and
+  // negative bits applied).
   Value Read(const at::Tensor& t);
   // A 0-d parameter holding a host scalar (bool -> pred, integral -> s64, else f64).
   Value Scalar(const at::Scalar& s);
@@ -61,6 +62,7 @@ class GraphBuilder {
   bool has_check() const { return check_ >= 0; }
 
  private:
+  Value ReadStored(const at::Tensor& t);
   Value Base(const at::Tensor& t, rt::DType as);
   // A graph parameter bound to `v` (one per distinct value), and where it came from; without a
   // source the op cache cannot replay the graph.

@@ -37,6 +37,7 @@ struct Key {
       return true;
     }
     if (t.device().type() == c10::DeviceType::CPU && t.dim() == 0) {  // a scalar, by value
+      if (t.is_complex()) return false;                               // uploaded each call
       storages.push_back(nullptr);
       auto [bits, dtype] = ScalarBits(t.item());
       Tag('c');
@@ -47,6 +48,7 @@ struct Key {
       return true;
     }
     if (t.device().type() != c10::DeviceType::PrivateUse1) return false;  // uploaded each call
+    if (t.is_conj() || t.is_neg()) return false;                          // read through its bit
     Tag('t');
     Int(static_cast<int64_t>(t.scalar_type()) | (static_cast<int64_t>(t.device().index()) << 8) |
         (t.dim() << 16));

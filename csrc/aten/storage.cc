@@ -146,6 +146,10 @@ rt::DType ToDType(at::ScalarType t) {
       return rt::DType::kF8E5M2;
     case at::kFloat8_e4m3fn:
       return rt::DType::kF8E4M3FN;
+    case at::kComplexFloat:
+      return rt::DType::kC64;
+    case at::kComplexDouble:
+      return rt::DType::kC128;
     default:
       TORCH_CHECK_TYPE(false, "tpu does not support dtype ", t);
   }
@@ -183,6 +187,10 @@ at::ScalarType ToScalarType(rt::DType t) {
       return at::kFloat8_e5m2;
     case rt::DType::kF8E4M3FN:
       return at::kFloat8_e4m3fn;
+    case rt::DType::kC64:
+      return at::kComplexFloat;
+    case rt::DType::kC128:
+      return at::kComplexDouble;
     default:
       TORCH_CHECK(false, "unknown dtype");
   }

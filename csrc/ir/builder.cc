@@ -79,6 +79,7 @@ std::string DenseI64(const std::vector<Dims>& rows) {
 
 std::string ScalarLiteral(double v, DType t) {
   if (t == DType::kPred) return v != 0 ? "true" : "false";
+  if (rt::IsComplex(t)) return "(" + ScalarLiteral(v, rt::RealOf(t)) + ", 0.0)";
   if (rt::IsFloat(t)) {
     if (!std::isfinite(v)) return NonFiniteHex(v, t);
     char buf[64];
@@ -120,7 +121,8 @@ Value Binary(Graph& g, const std::string& op, Value a, Value b) {
 
 Value Compare(Graph& g, Value a, Value b, const std::string& direction) {
   DType dt = g.type(a).dtype;
-  std::string kind = rt::IsFloat(dt) ? "FLOAT" : (rt::IsSigned(dt) ? "SIGNED" : "UNSIGNED");
+  std::string kind =
+      rt::IsFloat(dt) || rt::IsComplex(dt) ? "FLOAT" : (rt::IsSigned(dt) ? "SIGNED" : "UNSIGNED");
   return g.Op1("stablehlo.compare", {a, b}, WithDType(g.type(a), DType::kPred),
                "comparison_direction = #stablehlo<comparison_direction " + direction +
                    ">, compare_type = #stablehlo<comparison_type " + kind + ">");
@@ -134,7 +136,27 @@ Value Convert(Graph& g, Value x, DType t) {
   const Type& in = g.type(x);
   if (in.dtype == t) return x;
   if (t == DType::kPred) return Compare(g, x, Constant(g, 0, in.dtype, in.dims), "NE");
+  // Complex to real keeps the real part (PyTorch's cast, without its warning).
+  if (rt::IsComplex(in.dtype) && !rt::IsComplex(t)) return Convert(g, Real(g, x), t);
+  if (rt::IsComplex(in.dtype) && rt::IsComplex(t))
+    return Complex(g, Convert(g, Real(g, x), rt::RealOf(t)), Convert(g, Imag(g, x), rt::RealOf(t)));
   return g.Op1("stablehlo.convert", {x}, WithDType(in, t));
+}
+
+Value Real(Graph& g, Value x) {
+  const Type& t = g.type(x);
+  if (!rt::IsComplex(t.dtype)) return x;
+  return g.Op1("stablehlo.real", {x}, WithDType(t, rt::RealOf(t.dtype)));
+}
+Value Imag(Graph& g, Value x) {
+  const Type& t = g.type(x);
+  if (!rt::IsComplex(t.dtype)) return Constant(g, 0, t.dtype, t.dims);
+  return g.Op1("stablehlo.imag", {x}, WithDType(t, rt::RealOf(t.dtype)));
+}
+Value Complex(Graph& g, Value re, Value im) {
+  const Type& t = g.type(re);
+  DType c = t.dtype == DType::kF64 ? DType::kC128 : DType::kC64;
+  return g.Op1("stablehlo.complex", {re, im}, WithDType(t, c));
 }
 
 Value BitcastConvert(Graph& g, Value x, Type t) {

@@ -27,6 +27,11 @@ Value Compare(Graph& g, Value a, Value b, const std::string& direction);
 Value Select(Graph& g, Value pred, Value a, Value b);
 Value Convert(Graph& g, Value x, DType t);
 Value BitcastConvert(Graph& g, Value x, Type t);
+// Parts of a complex value (real: x itself, imaginary: zeros, for a real x), and a complex value
+// from f32 or f64 parts.
+Value Real(Graph& g, Value x);
+Value Imag(Graph& g, Value x);
+Value Complex(Graph& g, Value re, Value im);
 Value BroadcastInDim(Graph& g, Value x, const Dims& out, const Dims& mapping);
 // Numpy-style broadcast (trailing alignment) of x to `out` dims.
 Value BroadcastTo(Graph& g, Value x, const Dims& out);

@@ -73,7 +73,9 @@ V Sign(Ctx& c) {
 }
 
 V Abs(Ctx& c) {
-  Value x = Cast(c, c.In("self"), c.out[0].dtype);
+  Value in = c.In("self");
+  if (rt::IsComplex(c.T(in).dtype)) return {Cast(c, Magnitude(c, in), c.out[0].dtype)};
+  Value x = Cast(c, in, c.out[0].dtype);
   if (c.out[0].dtype == DType::kPred || rt::IsUnsigned(c.out[0].dtype)) return {x};
   return {ir::Unary(c.g, "stablehlo.abs", x)};
 }

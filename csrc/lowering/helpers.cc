@@ -195,4 +195,10 @@ std::shared_ptr<ir::Graph> SortComparator(DType t, bool descending) {
   return r;
 }
 
+Value Magnitude(Ctx& c, Value x) {
+  const Type& t = c.T(x);
+  if (!rt::IsComplex(t.dtype)) return x;
+  return c.g.Op1("stablehlo.abs", {x}, Type{rt::RealOf(t.dtype), t.dims});
+}
+
 }  // namespace tpu::lowering

@@ -16,6 +16,8 @@ Value Cast(Ctx& c, Value x, DType t, const Dims& dims);
 Value Cast(Ctx& c, Value x, DType t);
 // Named input converted/broadcast to the first output's type.
 Value InAsOut(Ctx& c, const std::string& name);
+// |x| in x's real dtype for a complex x; x itself otherwise.
+Value Magnitude(Ctx& c, Value x);
 // A scalar constant shaped like `like`.
 Value Splat(Ctx& c, double v, Value like);
 Value Splat(Ctx& c, double v, const Type& t);

@@ -188,7 +188,7 @@ V VarStd(Ctx& c, bool take_sqrt, bool with_mean) {
 
 // Vector p-norm. The order is a runtime scalar, so every case is built and one is selected.
 V Norm(Ctx& c, const char* ord_name) {
-  Value x = Input(c);
+  Value x = Cast(c, Magnitude(c, c.In("self")), Acc(c.out[0].dtype));
   DType t = c.T(x).dtype;
   Dims dims = ReduceDims(c, c.T(x).rank());
   Value a = ir::Unary(c.g, "stablehlo.abs", x);

@@ -23,6 +23,7 @@ const RuleMap& Rules() {
     AddPolynomialRules(m);
     AddOrderStatRules(m);
     AddMultilabelMarginRules(m);
+    AddComplexRules(m);
     AddSpecialFunctionRules(m);
     return m;
   }();

@@ -25,6 +25,7 @@ void AddDecompRules(RuleMap& m);
 void AddPolynomialRules(RuleMap& m);
 void AddOrderStatRules(RuleMap& m);
 void AddMultilabelMarginRules(RuleMap& m);
+void AddComplexRules(RuleMap& m);
 void AddSpecialFunctionRules(RuleMap& m);
 
 }  // namespace tpu::lowering

@@ -126,6 +126,11 @@ V LogSigmoidBackward(Ctx& c) {
 
 // Real inputs: pi for negatives, 0 otherwise, NaN stays NaN.
 V Angle(Ctx& c) {
+  if (rt::IsComplex(c.T(c.In("self")).dtype)) {
+    Value z = c.In("self");
+    return {Cast(c, ir::Binary(c.g, "stablehlo.atan2", ir::Imag(c.g, z), ir::Real(c.g, z)),
+                 c.out[0].dtype)};
+  }
   Value x = Cast(c, c.In("self"), c.out[0].dtype);
   Value r =
       ir::Select(c.g, ir::Compare(c.g, x, Splat(c, 0, x), "LT"), Splat(c, M_PI, x), Splat(c, 0, x));

@@ -252,8 +252,23 @@ Value AsFlat(Graph& g, Value base, DType t) {
   const Type& bt = g.type(base);
   Value flat = ir::Reshape(g, base, {bt.numel()});
   if (bt.dtype == t) return flat;
-  int64_t from = rt::ItemSize(bt.dtype), to = rt::ItemSize(t);
   int64_t n = bt.numel();
+  // Complex storage read as another dtype: its parts interleaved (PyTorch's layout) reinterpreted.
+  if (rt::IsComplex(bt.dtype)) {
+    Value re = ir::Reshape(g, ir::Real(g, flat), {n, 1}),
+          im = ir::Reshape(g, ir::Imag(g, flat), {n, 1});
+    return AsFlat(g, ir::Reshape(g, ir::Concat(g, {re, im}, 1), {2 * n}), t);
+  }
+  if (rt::IsComplex(t)) {
+    Value parts = AsFlat(g, flat, rt::RealOf(t));
+    int64_t m = g.type(parts).dims[0] / 2;
+    Value pairs = ir::Reshape(g, ir::Slice(g, parts, {0}, {2 * m}), {m, 2});
+    auto part = [&](int64_t k) {
+      return ir::Reshape(g, ir::Slice(g, pairs, {0, k}, {m, k + 1}), {m});
+    };
+    return ir::Complex(g, part(0), part(1));
+  }
+  int64_t from = rt::ItemSize(bt.dtype), to = rt::ItemSize(t);
   if (from == to) return ir::BitcastConvert(g, flat, Type{t, {n}});
   if (from > to) {  // one wide element becomes several narrow ones
     Value x = ir::BitcastConvert(g, flat, Type{t, {n, from / to}});

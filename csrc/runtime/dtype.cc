@@ -22,7 +22,10 @@ int64_t ItemSize(DType t) {
     case DType::kS64:
     case DType::kU64:
     case DType::kF64:
+    case DType::kC64:
       return 8;
+    case DType::kC128:
+      return 16;
     default:
       return 0;
   }
@@ -60,6 +63,10 @@ std::string_view MlirName(DType t) {
       return "f8E5M2";
     case DType::kF8E4M3FN:
       return "f8E4M3FN";
+    case DType::kC64:
+      return "complex<f32>";
+    case DType::kC128:
+      return "complex<f64>";
     default:
       return "invalid";
   }
@@ -74,6 +81,13 @@ bool IsSigned(DType t) {
 }
 bool IsUnsigned(DType t) {
   return t == DType::kU8 || t == DType::kU16 || t == DType::kU32 || t == DType::kU64;
+}
+
+bool IsComplex(DType t) { return t == DType::kC64 || t == DType::kC128; }
+DType RealOf(DType t) {
+  if (t == DType::kC64) return DType::kF32;
+  if (t == DType::kC128) return DType::kF64;
+  return t;
 }
 
 }  // namespace tpu::rt

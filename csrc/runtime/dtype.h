@@ -21,6 +21,8 @@ enum class DType : uint8_t {
   kF32 = 11,
   kF64 = 12,
   kBF16 = 13,
+  kC64 = 14,  // complex: real and imaginary parts interleaved, as PyTorch stores them
+  kC128 = 15,
   kF8E5M2 = 16,  // storage and casts only (as in PyTorch)
   kF8E4M3FN = 17,
 };
@@ -31,5 +33,8 @@ std::string_view MlirName(DType t);
 bool IsFloat(DType t);
 bool IsSigned(DType t);  // signed integers only
 bool IsUnsigned(DType t);
+bool IsComplex(DType t);
+// The real dtype of a complex one's parts (complex64 -> f32); other dtypes map to themselves.
+DType RealOf(DType t);
 
 }  // namespace tpu::rt
