@@ -24,6 +24,7 @@ const RuleMap& Rules() {
     AddOrderStatRules(m);
     AddMultilabelMarginRules(m);
     AddComplexRules(m);
+    AddFftRules(m);
     AddSpecialFunctionRules(m);
     return m;
   }();

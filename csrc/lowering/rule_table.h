@@ -26,6 +26,7 @@ void AddPolynomialRules(RuleMap& m);
 void AddOrderStatRules(RuleMap& m);
 void AddMultilabelMarginRules(RuleMap& m);
 void AddComplexRules(RuleMap& m);
+void AddFftRules(RuleMap& m);
 void AddSpecialFunctionRules(RuleMap& m);
 
 }  // namespace tpu::lowering
