@@ -71,3 +71,11 @@ def test_dropout_mask_is_consistent_between_forward_and_backward():
     torch.testing.assert_close(out, ref.detach(), atol=2e-5, rtol=2e-5)
     for a, e in zip((dq, dk, dv), (q.grad, k.grad, v.grad)):
         torch.testing.assert_close(a, e, atol=2e-5, rtol=2e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_inputs_without_a_heads_dim_take_the_math_path(causal):
+    g = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(4, n, 8, generator=g) for n in (3, 6, 6))
+    for a, e in zip(run("tpu", q, k, v, is_causal=causal), run("cpu", q, k, v, is_causal=causal)):
+        torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-5)

@@ -9,10 +9,13 @@
 
 namespace tpu::aten {
 
-int64_t FusedSdpChoice(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+// The overrideable op (and its Meta kernel) takes [batch, heads, seq, dim] inputs: other ranks
+// take PyTorch's math decomposition.
+int64_t FusedSdpChoice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                        const std::optional<at::Tensor>&, double, bool, std::optional<double>,
                        bool) {
-  return static_cast<int64_t>(sdp::SDPBackend::overrideable);
+  bool four_d = query.dim() == 4 && key.dim() == 4 && value.dim() == 4;
+  return static_cast<int64_t>(four_d ? sdp::SDPBackend::overrideable : sdp::SDPBackend::math);
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

@@ -1,0 +1,99 @@
+"""Complex tensors and torch.fft on tpu, against PyTorch on CPU: storage and copies, the parts
+as views (writes included), complex scalars, PyTorch's lazy conjugate and negative bits, the
+rotary-embedding pattern of Meta's Llama code, and FFTs with every normalization."""
+
+import pytest
+import torch
+
+DEV = "tpu"
+
+
+def same(actual: torch.Tensor, expected: torch.Tensor, tol: float = 1e-5) -> None:
+    torch.testing.assert_close(actual.cpu(), expected, atol=tol, rtol=tol)
+
+
+@pytest.fixture
+def z() -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(3, 4, dtype=torch.complex64, generator=g)
+
+
+def test_copies_and_arithmetic_match_cpu(z):
+    w = z.flip(0)
+    zt, wt = z.to(DEV), w.to(DEV)
+    assert zt.dtype == torch.complex64 and zt.device.type == DEV
+    same(zt, z)
+    same(zt * wt + wt / zt - zt.exp(), z * w + w / z - z.exp())
+    same(zt @ wt.T, z @ w.T)
+    same(zt.sum(0), z.sum(0))
+    same(zt.abs(), z.abs())
+    same(zt.angle(), z.angle())
+
+
+def test_parts_are_views_that_write_through(z):
+    zt = z.to(DEV)
+    zt.real.mul_(2)
+    torch.view_as_real(zt)[..., 1].add_(1)
+    expected = z.clone()
+    expected.real.mul_(2)
+    torch.view_as_real(expected)[..., 1].add_(1)
+    same(zt, expected)
+    same(torch.view_as_complex(torch.view_as_real(zt) * 3), expected * 3)
+
+
+def test_complex_python_scalars(z):
+    same((z.to(DEV) + 1j) * (0.5 - 2j), (z + 1j) * (0.5 - 2j))
+
+
+def test_conjugate_and_negative_bits_are_applied(z):
+    w = z.flip(1)
+    zt, wt = z.to(DEV), w.to(DEV)
+    assert wt.mH.is_conj()
+    same(zt @ wt.mH, z @ w.mH)
+    same(zt.conj().imag * 1, z.conj().imag * 1)  # a negative view of the parts
+    same(zt.conj().cpu().resolve_conj(), z.conj().resolve_conj())
+    same(zt.conj().resolve_conj(), z.conj().resolve_conj())
+
+
+def test_rotary_embedding_as_in_llama_reference_code():
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(2, 5, 4, 8, generator=g)
+    freqs = torch.outer(torch.arange(5.0), 1.0 / (10000 ** (torch.arange(0, 8, 2.0) / 8)))
+
+    def rope(x, f):
+        cis = torch.polar(torch.ones_like(f), f)
+        xc = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
+        return torch.view_as_real(xc * cis.view(1, 5, 1, 4)).flatten(3)
+
+    same(rope(q.to(DEV), freqs.to(DEV)), rope(q, freqs))
+
+
+@pytest.mark.parametrize("norm", [None, "ortho", "forward"])
+def test_fft_family_matches_cpu(norm):
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(4, 6, 5, generator=g)
+    z = torch.randn(4, 6, 5, dtype=torch.complex64, generator=g)
+    cases = [
+        (torch.fft.fft, z, {}),
+        (torch.fft.ifft, z, {"dim": 1}),
+        (torch.fft.fftn, z, {}),
+        (torch.fft.rfft, x, {}),
+        (torch.fft.rfft2, x, {"s": (4, 8)}),
+        (torch.fft.irfft, z, {"n": 7}),
+        (torch.fft.irfftn, z, {}),
+        (torch.fft.hfft, z, {}),
+        (torch.fft.ihfft, x, {}),
+    ]
+    for fn, inp, kw in cases:
+        same(fn(inp.to(DEV), norm=norm, **kw), fn(inp, norm=norm, **kw), tol=1e-4)
+
+
+def test_fft_gradients_match_cpu():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(6, 8, generator=g, requires_grad=True)
+    xt = x.detach().to(DEV).requires_grad_()
+    for inp in (x, xt):
+        torch.fft.irfft(torch.fft.rfft(inp) * torch.arange(5.0, device=inp.device), n=8).pow(
+            2
+        ).sum().backward()
+    same(xt.grad, x.grad, tol=1e-4)

@@ -1,0 +1,74 @@
+"""Ops whose output size depends on values (torch.unique, repeat_interleave) and the value checks
+of the ops added with them: results as on CPU, CPU's errors at the user's line, and the process
+and other tensors fine afterwards."""
+
+import pytest
+import torch
+
+DEV = "tpu"
+
+
+def test_unique_flat_and_along_a_dim_match_cpu():
+    x = torch.tensor([[3.0, 1.0, 5.0], [3.0, 1.0, 2.0], [0.0, 1.0, 2.0], [3.0, 1.0, 2.0]])
+    flat_nan = x.clone()
+    flat_nan[0, 2] = float("nan")  # NaNs are distinct, sorted last (rows with NaN: CPU's order is
+    # its sort's, so they are left out of the dim cases)
+    for inp, kw in (
+        (flat_nan, {}),
+        (flat_nan, {"return_inverse": True, "return_counts": True}),
+        (x, {"dim": 0, "return_inverse": True}),
+        (x, {"dim": 1, "return_counts": True}),
+    ):
+        expected = torch.unique(inp, **kw)
+        actual = torch.unique(inp.to(DEV), **kw)
+        for a, e in zip(
+            actual if isinstance(actual, tuple) else (actual,),
+            expected if isinstance(expected, tuple) else (expected,),
+        ):
+            torch.testing.assert_close(a.cpu(), e, equal_nan=True)
+    y = torch.tensor([1, 1, 2, 2, 2, 1, 3, 3])
+    for a, e in zip(
+        torch.unique_consecutive(y.to(DEV), return_inverse=True, return_counts=True),
+        torch.unique_consecutive(y, return_inverse=True, return_counts=True),
+    ):
+        assert torch.equal(a.cpu(), e)
+
+
+def test_repeat_interleave_with_a_tensor_of_repeats():
+    x = torch.arange(12.0).view(3, 4)
+    r = torch.tensor([2, 0, 3])
+    assert torch.equal(
+        x.to(DEV).repeat_interleave(r.to(DEV), dim=0).cpu(), x.repeat_interleave(r, dim=0)
+    )
+    assert torch.equal(x.to(DEV).repeat_interleave(2, dim=1).cpu(), x.repeat_interleave(2, dim=1))
+    assert torch.equal(torch.repeat_interleave(r.to(DEV)).cpu(), torch.repeat_interleave(r))
+
+
+def test_negative_repeats_raise_cpus_error_and_the_device_survives():
+    keep = torch.ones(3, device=DEV)
+    with pytest.raises(RuntimeError, match="repeats can not be negative"):
+        torch.repeat_interleave(torch.tensor([1, -1], device=DEV))
+    assert keep.sum().item() == 3
+
+
+def test_multilabel_margin_target_out_of_range_raises_at_the_users_line():
+    x = torch.randn(2, 4, device=DEV)
+    bad = torch.tensor([[0, -1, 7, 0], [1, -1, 0, 0]], device=DEV)
+    with pytest.raises(RuntimeError, match="argument #2 'target' is out of range") as info:
+        torch.nn.functional.multilabel_margin_loss(x, bad).item()
+    assert "test_data_dependent.py" in str(info.value) or info.traceback[-1].path.name
+    good = torch.tensor([[3, 0, -1, 1], [1, -1, 0, 0]])
+    torch.testing.assert_close(
+        torch.nn.functional.multilabel_margin_loss(x, good.to(DEV)).cpu(),
+        torch.nn.functional.multilabel_margin_loss(x.cpu(), good),
+    )
+
+
+def test_put_index_out_of_range_is_an_index_error():
+    x, keep = torch.zeros(5, device=DEV), torch.ones(2, device=DEV)
+    with pytest.raises(IndexError, match="out of range: tried to access index 9 on a tensor of 5"):
+        x.put_(torch.tensor([1, 9], device=DEV), torch.ones(2, device=DEV)).cpu()
+    # CPU has written the valid entry when it raises; fused mode has too (the op ran, its check
+    # raises at the read), strict mode raises before writing.
+    assert x.cpu().tolist() in ([0.0, 1.0, 0.0, 0.0, 0.0], [0.0] * 5)
+    assert keep.sum().item() == 2
