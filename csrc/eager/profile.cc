@@ -3,8 +3,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -14,6 +16,7 @@ namespace {
 
 std::atomic<bool> g_on{false};
 std::mutex g_mu;
+std::condition_variable g_ready;  // a run's ready time was noted
 std::vector<std::shared_ptr<ProgramRun>> g_runs;
 std::vector<CompileRun> g_compiles;
 thread_local const ProgramLabel* t_label = nullptr;
@@ -49,8 +52,11 @@ void NoteRun(const rt::Executable& exe, int64_t ops, int64_t launch_ns,
   // A program's outputs become ready together: the first one tells when it finished.
   if (!outs.empty()) {
     outs[0]->OnReady([run] {
-      std::lock_guard<std::mutex> lock(g_mu);
-      run->ready_ns = NowNs();
+      {
+        std::lock_guard<std::mutex> lock(g_mu);
+        run->ready_ns = NowNs();
+      }
+      g_ready.notify_all();
     });
   }
 }
@@ -63,7 +69,13 @@ void NoteCompile(int64_t start_ns, bool loaded) {
 }
 
 std::vector<ProgramRun> TakeRuns() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::unique_lock<std::mutex> lock(g_mu);
+  // A run the host has already synced on may still have its ready callback in flight on a PJRT
+  // thread (on a loaded machine, after the profile ends): wait a little for those.
+  g_ready.wait_for(lock, std::chrono::seconds(2), [] {
+    return std::all_of(g_runs.begin(), g_runs.end(),
+                       [](const auto& r) { return r->ready_ns >= 0; });
+  });
   std::vector<ProgramRun> out;
   out.reserve(g_runs.size());
   for (const auto& r : g_runs) out.push_back(*r);

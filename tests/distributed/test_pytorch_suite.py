@@ -22,24 +22,17 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 CPU = "uses CPU tensors: backend 'tpu' serves tpu tensors, as NCCL serves CUDA ones"
-COMPLEX = "complex dtypes: tpu has none yet"
 
 EXPECTED_FAILURES = {
     "test_DistributedDataParallelCPU": CPU,
     "test_DistributedDataParallelCPU_grad_is_view": CPU,
-    "test_all_gather_coalesced_complex": COMPLEX,
     "test_all_gather_coalesced_with_empty": CPU,
-    "test_all_gather_complex": COMPLEX,
-    "test_all_reduce_coalesced_max_complex_unsupported": COMPLEX,
-    "test_all_reduce_complex_unsupported_ops": COMPLEX,
-    "test_all_reduce_sum_complex": COMPLEX,
     "test_barrier": CPU,
     "test_barrier_full_group": CPU,
     "test_ddp_create_graph": CPU,
     "test_ddp_logging_data_cpu": CPU,
     "test_gather_checks": CPU,
     "test_scatter_checks": CPU,
-    "test_scatter_complex": COMPLEX,
     "test_send_recv_any_source_autograd_profiler": CPU,
     "test_send_recv_any_source_torch_profiler": CPU,
     "test_static_graph_api_cpu": CPU,
@@ -63,6 +56,10 @@ PASSING = [
     "test_send_recv", "test_send_recv_any_source", "test_send_recv_autograd_profiler",
     "test_send_recv_torch_profiler", "test_send_recv_with_tag",
     "test_send_recv_with_tag_autograd_profiler", "test_send_recv_with_tag_torch_profiler",
+    # complex tensors (collectives of their float views)
+    "test_all_gather_coalesced_complex", "test_all_gather_complex",
+    "test_all_reduce_coalesced_max_complex_unsupported", "test_all_reduce_complex_unsupported_ops",
+    "test_all_reduce_sum_complex", "test_scatter_complex",
 ]
 
 
