@@ -58,9 +58,7 @@ Value GraphBuilder::Base(const at::Tensor& t, rt::DType as) {
 // copies): the read applies them.
 Value GraphBuilder::Read(const at::Tensor& t) {
   Value v = ReadStored(t);
-  if (t.is_conj()) {
-    v = ir::Complex(g, ir::Real(g, v), ir::Unary(g, "stablehlo.negate", ir::Imag(g, v)));
-  }
+  if (t.is_conj()) v = ir::Conj(g, v);
   if (t.is_neg()) v = ir::Unary(g, "stablehlo.negate", v);
   return v;
 }

@@ -153,6 +153,10 @@ Value Imag(Graph& g, Value x) {
   if (!rt::IsComplex(t.dtype)) return Constant(g, 0, t.dtype, t.dims);
   return g.Op1("stablehlo.imag", {x}, WithDType(t, rt::RealOf(t.dtype)));
 }
+Value Conj(Graph& g, Value z) {
+  if (!rt::IsComplex(g.type(z).dtype)) return z;
+  return Complex(g, Real(g, z), Unary(g, "stablehlo.negate", Imag(g, z)));
+}
 Value Complex(Graph& g, Value re, Value im) {
   const Type& t = g.type(re);
   DType c = t.dtype == DType::kF64 ? DType::kC128 : DType::kC64;

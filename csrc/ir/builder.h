@@ -32,6 +32,8 @@ Value BitcastConvert(Graph& g, Value x, Type t);
 Value Real(Graph& g, Value x);
 Value Imag(Graph& g, Value x);
 Value Complex(Graph& g, Value re, Value im);
+// The complex conjugate (x itself for a real x).
+Value Conj(Graph& g, Value z);
 Value BroadcastInDim(Graph& g, Value x, const Dims& out, const Dims& mapping);
 // Numpy-style broadcast (trailing alignment) of x to `out` dims.
 Value BroadcastTo(Graph& g, Value x, const Dims& out);

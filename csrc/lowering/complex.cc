@@ -10,11 +10,7 @@ namespace {
 
 using V = std::vector<Value>;
 
-V ConjPhysical(Ctx& c) {
-  Value z = Cast(c, c.In("self"), c.out[0].dtype);
-  if (!rt::IsComplex(c.T(z).dtype)) return {z};
-  return {ir::Complex(c.g, ir::Real(c.g, z), ir::Unary(c.g, "stablehlo.negate", ir::Imag(c.g, z)))};
-}
+V ConjPhysical(Ctx& c) { return {ir::Conj(c.g, Cast(c, c.In("self"), c.out[0].dtype))}; }
 
 // Parts broadcast to the output's shape in its part dtype.
 Value Part(Ctx& c, const char* name) {

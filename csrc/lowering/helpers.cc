@@ -201,4 +201,17 @@ Value Magnitude(Ctx& c, Value x) {
   return c.g.Op1("stablehlo.abs", {x}, Type{rt::RealOf(t.dtype), t.dims});
 }
 
+DType AccOf(DType t) { return t == DType::kBF16 || t == DType::kF16 ? DType::kF32 : t; }
+
+Value SumDim(Ctx& c, Value x, int64_t dim) {
+  return ir::Reduce(c.g, x, ir::Constant(c.g, 0, c.T(x).dtype), {dim}, "stablehlo.add");
+}
+
+Arg IntsArg(Dims v) {
+  Arg a;
+  a.kind = Arg::Kind::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+
 }  // namespace tpu::lowering

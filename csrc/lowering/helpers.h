@@ -27,6 +27,10 @@ Dims ReduceDims(Ctx& c, int64_t rank, const std::string& name = "dim");
 Value KeepDims(Ctx& c, Value reduced, const Dims& in_dims, const Dims& dims, bool keepdim);
 // a / b rounded toward -inf (Python's //), for ints and floats.
 Value FloorDivide(Ctx& c, Value a, Value b);
+// The type half-precision floats compute in (float32, as ATen's CPU kernels); others unchanged.
+DType AccOf(DType t);
+// Sum of x over one dim.
+Value SumDim(Ctx& c, Value x, int64_t dim);
 // The float type used to compute a transcendental function of an integer input.
 DType FloatFor(DType t);
 // Identity values of reductions.
@@ -41,6 +45,7 @@ std::shared_ptr<ir::Graph> SortComparator(DType t, bool descending);
 Arg ValueArg(Value v);
 Arg IntArg(int64_t i);
 Arg BoolArg(bool b);
+Arg IntsArg(Dims v);
 // Runs another op's rule on this graph (reuse without copying its lowering).
 std::vector<Value> CallRule(Ctx& c, const char* name, const char* overload,
                             std::vector<std::pair<std::string, Arg>> args, std::vector<Type> out);

@@ -317,17 +317,14 @@ V EmbeddingRenorm(Ctx& c) {
   Value used =
       ir::Scatter(c.g, Splat(c, 0, flags), idx, Splat(c, 1, Type{DType::kPred, {c.T(idx).dims[0]}}),
                   {0}, 0, ir::OverwriteRegion(DType::kPred));
-  DType acc = t.dtype == DType::kBF16 || t.dtype == DType::kF16 ? DType::kF32 : t.dtype;
+  DType acc = AccOf(t.dtype);
   Value x = Cast(c, w, acc);
-  Arg rest;
-  rest.kind = Arg::Kind::kInts;
-  for (int64_t d = 1; d < t.rank(); ++d) rest.ints.push_back(d);
-  Arg ord;
-  ord.kind = Arg::Kind::kValue;
-  ord.value = ir::Constant(c.g, c.Double("norm_type", 2), acc);
-  Value norm =
-      CallRule(c, "aten::linalg_vector_norm", "",
-               {{"self", ValueArg(x)}, {"ord", ord}, {"dim", rest}}, {Type{acc, {rows}}})[0];
+  Dims rest;
+  for (int64_t d = 1; d < t.rank(); ++d) rest.push_back(d);
+  Value ord = ir::Constant(c.g, c.Double("norm_type", 2), acc);
+  Value norm = CallRule(c, "aten::linalg_vector_norm", "",
+                        {{"self", ValueArg(x)}, {"ord", ValueArg(ord)}, {"dim", IntsArg(rest)}},
+                        {Type{acc, {rows}}})[0];
   Value max_norm = Splat(c, c.Double("max_norm", 0), c.T(norm));
   Value scale = ir::Binary(c.g, "stablehlo.divide", max_norm,
                            ir::Binary(c.g, "stablehlo.add", norm, Splat(c, 1e-7, c.T(norm))));

@@ -8,7 +8,6 @@ namespace {
 using V = std::vector<Value>;
 
 // Half types accumulate in f32, as PyTorch's CPU gemm does; the result is rounded once.
-DType AccOf(DType t) { return t == DType::kBF16 || t == DType::kF16 ? DType::kF32 : t; }
 
 // a x b contracted over (lc, rc) with batch dims (lb, rb), in the accumulation dtype.
 Value Product(Ctx& c, const char* a, const char* b, const Dims& lb, const Dims& rb, const Dims& lc,

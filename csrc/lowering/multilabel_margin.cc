@@ -18,17 +18,12 @@ struct Labels {
   Value picked;  // [N, K] x at the class slot k names (0 where k is not a target)
 };
 
-Value Sum(Ctx& c, Value x, int64_t dim) {
-  return ir::Reduce(c.g, x, ir::Constant(c.g, 0, c.T(x).dtype), {dim}, "stablehlo.add");
-}
-
 Labels Prepare(Ctx& c) {
   Value x = c.In("self");
   const Type& xt = c.T(x);
   int64_t classes = xt.rank() == 0 ? 1 : xt.dims.back();
   int64_t n = xt.rank() == 2 ? xt.dims[0] : 1;
-  DType acc = xt.dtype == DType::kBF16 || xt.dtype == DType::kF16 ? DType::kF32 : xt.dtype;
-  x = ir::Reshape(c.g, Cast(c, x, acc), {n, classes});
+  x = ir::Reshape(c.g, Cast(c, x, AccOf(xt.dtype)), {n, classes});
   Value t = ir::Reshape(c.g, Cast(c, c.In("target"), DType::kS64), {n, classes});
   Value ok = ir::Binary(c.g, "stablehlo.and", ir::Compare(c.g, t, Splat(c, -1, t), "GE"),
                         ir::Compare(c.g, t, Splat(c, static_cast<double>(classes), t), "LT"));
@@ -48,7 +43,7 @@ Labels Prepare(Ctx& c) {
                           ir::BroadcastInDim(c.g, valid, cube, {0, 1}));
   Value target = ir::Reduce(c.g, slot, ir::Constant(c.g, 0, DType::kPred), {1}, "stablehlo.or");
   Value xs = ir::BroadcastInDim(c.g, x, cube, {0, 2});
-  Value picked = Sum(c, ir::Select(c.g, slot, xs, Splat(c, 0, c.T(xs))), 2);
+  Value picked = SumDim(c, ir::Select(c.g, slot, xs, Splat(c, 0, c.T(xs))), 2);
   return {n, classes, x, slot, target, picked};
 }
 
@@ -73,12 +68,12 @@ V Forward(Ctx& c) {
   Labels l = Prepare(c);
   Value z;
   Value on = Active(c, l, &z);
-  Value per_row = Sum(c, Sum(c, ir::Select(c.g, on, z, Splat(c, 0, c.T(z))), 2), 1);
+  Value per_row = SumDim(c, SumDim(c, ir::Select(c.g, on, z, Splat(c, 0, c.T(z))), 2), 1);
   per_row = Div(c, per_row, Splat(c, static_cast<double>(l.classes), c.T(per_row)));
   int64_t red = c.Int("reduction", 1);
   Value loss = per_row;
   if (red != 0) {
-    loss = Sum(c, per_row, 0);
+    loss = SumDim(c, per_row, 0);
     if (red == 1) loss = Div(c, loss, Splat(c, static_cast<double>(l.n), c.T(loss)));
   }
   return {ir::Reshape(c.g, Cast(c, loss, c.out[0].dtype), c.out[0].dims),
@@ -91,13 +86,13 @@ V Backward(Ctx& c) {
   Labels l = Prepare(c);
   Value z;
   Value on = Cast(c, Active(c, l, &z), c.T(l.x).dtype);
-  Value against = Sum(c, on, 1);   // [N, C]
-  Value per_slot = Sum(c, on, 2);  // [N, K]
+  Value against = SumDim(c, on, 1);   // [N, C]
+  Value per_slot = SumDim(c, on, 2);  // [N, K]
   Dims cube{l.n, l.classes, l.classes};
-  Value named = Sum(c,
-                    ir::Select(c.g, l.slot, ir::BroadcastInDim(c.g, per_slot, cube, {0, 1}),
-                               Splat(c, 0, Type{c.T(l.x).dtype, cube})),
-                    1);  // [N, C]
+  Value named = SumDim(c,
+                       ir::Select(c.g, l.slot, ir::BroadcastInDim(c.g, per_slot, cube, {0, 1}),
+                                  Splat(c, 0, Type{c.T(l.x).dtype, cube})),
+                       1);  // [N, C]
   Value g = Cast(c, c.In("grad_output"), c.T(l.x).dtype);
   int64_t red = c.Int("reduction", 1);
   Type nc = c.T(l.x);

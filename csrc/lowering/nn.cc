@@ -11,8 +11,6 @@ namespace {
 
 using V = std::vector<Value>;
 
-DType AccOf(DType t) { return t == DType::kBF16 || t == DType::kF16 ? DType::kF32 : t; }
-
 Value And(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.and", a, b); }
 Value Or(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.or", a, b); }
 Value Un(Ctx& c, const char* op, Value x) { return ir::Unary(c.g, op, x); }

@@ -12,9 +12,6 @@ namespace {
 
 using V = std::vector<Value>;
 
-Value Sum(Ctx& c, Value x, int64_t dim) {
-  return ir::Reduce(c.g, x, ir::Constant(c.g, 0, c.T(x).dtype), {dim}, "stablehlo.add");
-}
 // x broadcast back along `dim`, which a reduction removed.
 Value Along(Ctx& c, Value x, const Dims& full, int64_t dim) {
   Dims map;
@@ -51,7 +48,7 @@ V Median(Ctx& c, bool skip_nan) {
   red.erase(red.begin() + dim);
   Value nans = S64(c, 0, red);
   if (rt::IsFloat(t.dtype))
-    nans = Sum(c, ir::Convert(c.g, ir::Compare(c.g, x, x, "NE"), DType::kS64), dim);
+    nans = SumDim(c, ir::Convert(c.g, ir::Compare(c.g, x, x, "NE"), DType::kS64), dim);
   Value count = ir::Binary(c.g, "stablehlo.subtract", S64(c, static_cast<double>(n), red), nans);
   Value pos;
   if (skip_nan) {
@@ -66,7 +63,7 @@ V Median(Ctx& c, bool skip_nan) {
       ir::Compare(c.g, ir::Iota(c.g, {DType::kS64, t.dims}, dim), Along(c, pos, t.dims, dim), "EQ");
   auto pick = [&](Value v) {
     Value zero = ir::Constant(c.g, 0, c.T(v).dtype, t.dims);
-    return ir::Reshape(c.g, Sum(c, ir::Select(c.g, at, v, zero), dim), c.out[0].dims);
+    return ir::Reshape(c.g, SumDim(c, ir::Select(c.g, at, v, zero), dim), c.out[0].dims);
   };
   if (c.out.size() == 1) return {pick(s[0])};
   return {pick(s[0]), ir::Reshape(c.g, pick(s[1]), c.out[1].dims)};
@@ -94,7 +91,7 @@ V Mode(Ctx& c) {
   map_i.push_back(r - 1);
   map_j.push_back(r);
   Value xi = ir::BroadcastInDim(c.g, x, sq, map_i), xj = ir::BroadcastInDim(c.g, x, sq, map_j);
-  Value counts = Sum(c, ir::Convert(c.g, ir::Compare(c.g, xi, xj, "EQ"), DType::kS64), r);
+  Value counts = SumDim(c, ir::Convert(c.g, ir::Compare(c.g, xi, xj, "EQ"), DType::kS64), r);
   Value best = ir::Reduce(c.g, counts, S64(c, 0, {}), {r - 1}, "stablehlo.maximum");
   Value top = ir::Compare(c.g, counts, Along(c, best, t.dims, r - 1), "EQ");
   if (rt::IsFloat(t.dtype)) {

@@ -14,7 +14,6 @@ namespace {
 using V = std::vector<Value>;
 
 // float16/bfloat16 accumulate in float32, as PyTorch's CPU kernels do.
-DType Acc(DType t) { return t == DType::kF16 || t == DType::kBF16 ? DType::kF32 : t; }
 
 // The lowest or highest value of t. 64-bit integers are written exactly (not through a double).
 Value Bound(Ctx& c, DType t, bool highest) {
@@ -79,7 +78,7 @@ Value Finish(Ctx& c, Value v, size_t i = 0) {
 }
 
 // "self" converted to the accumulation type of the first output.
-Value Input(Ctx& c) { return Cast(c, c.In("self"), Acc(c.out[0].dtype)); }
+Value Input(Ctx& c) { return Cast(c, c.In("self"), AccOf(c.out[0].dtype)); }
 
 Value Arith(Ctx& c, const char* op, Value a, Value b) { return ir::Binary(c.g, op, a, b); }
 
@@ -188,7 +187,7 @@ V VarStd(Ctx& c, bool take_sqrt, bool with_mean) {
 
 // Vector p-norm. The order is a runtime scalar, so every case is built and one is selected.
 V Norm(Ctx& c, const char* ord_name) {
-  Value x = Cast(c, Magnitude(c, c.In("self")), Acc(c.out[0].dtype));
+  Value x = Cast(c, Magnitude(c, c.In("self")), AccOf(c.out[0].dtype));
   DType t = c.T(x).dtype;
   Dims dims = ReduceDims(c, c.T(x).rank());
   Value a = ir::Unary(c.g, "stablehlo.abs", x);
@@ -219,19 +218,17 @@ V Renorm(Ctx& c) {
   Value x = Input(c);
   const Type t = c.T(x);
   int64_t dim = ir::WrapDim(c.Int("dim"), t.rank());
-  Arg others;
-  others.kind = Arg::Kind::kInts;
-  Dims keep = t.dims;
+  Dims others, keep = t.dims;
   for (int64_t i = 0; i < t.rank(); ++i) {
     if (i != dim) {
-      others.ints.push_back(i);
+      others.push_back(i);
       keep[i] = 1;
     }
   }
   Value norm = CallRule(c, "aten::linalg_vector_norm", "",
                         {{"self", ValueArg(x)},
                          {"ord", ValueArg(c.In("p"))},
-                         {"dim", others},
+                         {"dim", IntsArg(others)},
                          {"keepdim", BoolArg(true)}},
                         {Type{t.dtype, keep}})[0];
   Value maxnorm = Cast(c, c.In("maxnorm"), t.dtype, keep);
@@ -324,7 +321,7 @@ V Softmax(Ctx& c, bool log) {
 
 V SoftmaxBackward(Ctx& c, bool log) {
   Value gy = c.In("grad_output");
-  DType acc = Acc(c.T(gy).dtype == DType::kF64 ? DType::kF64 : c.out[0].dtype);
+  DType acc = AccOf(c.T(gy).dtype == DType::kF64 ? DType::kF64 : c.out[0].dtype);
   gy = Cast(c, gy, acc);
   Value y = Cast(c, c.In("output"), acc);
   auto [in_dims, dims] = SoftmaxShape(c, gy);

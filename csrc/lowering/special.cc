@@ -21,7 +21,6 @@ Value And(Ctx& c, Value a, Value b) { return ir::Binary(c.g, "stablehlo.and", a,
 Value Not(Ctx& c, Value a) { return ir::Unary(c.g, "stablehlo.not", a); }
 
 // Half types are computed in f32 (as ATen's CPU kernels do).
-DType AccOf(DType t) { return t == DType::kBF16 || t == DType::kF16 ? DType::kF32 : t; }
 
 Dims Iota(int64_t n, int64_t from = 0) {
   Dims d(n);

@@ -11,7 +11,6 @@ namespace {
 
 using V = std::vector<Value>;
 
-DType AccOf(DType t) { return t == DType::kBF16 || t == DType::kF16 ? DType::kF32 : t; }
 // A named input in the accumulation type of the result, broadcast to its shape.
 Value Acc(Ctx& c, const char* name) {
   return Cast(c, c.In(name), AccOf(c.out[0].dtype), c.out[0].dims);
