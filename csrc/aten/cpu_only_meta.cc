@@ -1,11 +1,13 @@
 // Meta kernels (shapes and CPU's argument checks) for ops whose only kernels in PyTorch are CPU and
-// CUDA ones (margin losses, _logcumsumexp): the boxed kernel takes shapes and errors from Meta
-// (dispatch.cc).
+// CUDA ones (margin losses, _logcumsumexp, linalg_lstsq): the boxed kernel takes shapes and errors
+// from Meta (dispatch.cc).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
 #include <optional>
+#include <string>
 #include <tuple>
+#include <vector>
 
 namespace tpu::aten {
 
@@ -86,10 +88,63 @@ Tensor LogCumSumExp(const Tensor& self, int64_t dim) {
   return at::empty_like(self, at::MemoryFormat::Contiguous);
 }
 
+// linalg_lstsq.out: CPU's checks, and the outputs each LAPACK driver fills. The solution and
+// residuals take the broadcast batch; rank and singular values keep A's own batch. Residuals are
+// sized for full-rank inputs: the tpu kernel empties them when gelsd or gelss finds a rank
+// deficiency (aten/dynamic_shape.cc).
+std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> LinalgLstsqOut(
+    const Tensor& self, const Tensor& b, std::optional<double>,
+    std::optional<c10::string_view> driver_name, Tensor& solution, Tensor& residuals, Tensor& rank,
+    Tensor& singular_values) {
+  TORCH_CHECK(self.dim() >= 2, "torch.linalg.lstsq: input must have at least 2 dimensions.");
+  TORCH_CHECK(b.dim() >= 1, "torch.linalg.lstsq: other must have at least 1 dimension.");
+  TORCH_CHECK(self.scalar_type() == b.scalar_type(),
+              "torch.linalg.lstsq: Expected input and other to have the same dtype, but got "
+              "input's dtype ",
+              self.scalar_type(), " and other's dtype ", b.scalar_type());
+  const int64_t dim_diff = self.dim() - b.dim();
+  TORCH_CHECK(0 <= dim_diff && dim_diff <= 1,
+              "torch.linalg.lstsq: input.dim() must be greater or equal to other.dim() and "
+              "(input.dim() - other.dim()) <= 1");
+  const bool vector = dim_diff == 1;
+  TORCH_CHECK(self.size(-2) == (vector ? b.size(-1) : b.size(-2)),
+              vector ? "torch.linalg.lstsq: input.size(-2) should match other.size(-1)"
+                     : "torch.linalg.lstsq: input.size(-2) should match other.size(-2)");
+  const std::string driver = driver_name ? std::string(*driver_name) : "gelsy";
+  TORCH_CHECK(
+      driver == "gels" || driver == "gelsy" || driver == "gelsd" || driver == "gelss",
+      "torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
+  const int64_t m = self.size(-2), n = self.size(-1);
+  const at::IntArrayRef a_batch = self.sizes().slice(0, self.dim() - 2);
+  const at::IntArrayRef b_batch = b.sizes().slice(0, b.dim() - (vector ? 1 : 2));
+  std::vector<int64_t> batch = at::infer_size(a_batch, b_batch);
+  std::vector<int64_t> sol = batch;
+  sol.push_back(n);
+  if (!vector) sol.push_back(b.size(-1));
+  solution.resize_(sol);
+  std::vector<int64_t> res;
+  if (m > n && driver != "gelsy") {
+    res = batch;
+    res.push_back(vector ? 1 : b.size(-1));
+  } else {
+    res = {0};
+  }
+  residuals.resize_(res);
+  rank.resize_(driver == "gels" ? std::vector<int64_t>{0} : a_batch.vec());
+  std::vector<int64_t> sv{0};
+  if (driver == "gelsd" || driver == "gelss") {
+    sv = a_batch.vec();
+    sv.push_back(std::min(m, n));
+  }
+  singular_values.resize_(sv);
+  return {solution, residuals, rank, singular_values};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, Meta, m) {
   m.impl("_logcumsumexp", LogCumSumExp);
+  m.impl("linalg_lstsq.out", LinalgLstsqOut);
   m.impl("multilabel_margin_loss_forward", MultilabelMarginLoss);
   m.impl("multilabel_margin_loss_backward", MultilabelMarginLossBackward);
   m.impl("multi_margin_loss", MultiMarginLoss);

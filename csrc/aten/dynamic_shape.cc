@@ -1,6 +1,6 @@
-// Ops whose output shape depends on data (nonzero, masked_select, repeat_interleave): one small
-// program counts, the host reads the count, then a static program of that size computes the
-// result.
+// Ops whose output shape depends on data (nonzero, masked_select, repeat_interleave, lstsq's
+// residuals): one small program counts, the host reads the count, then a static program of that
+// size computes the result.
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
@@ -148,9 +148,25 @@ void RepeatInterleave(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   BoxedKernel(op, ks, stack);
 }
 
+// linalg_lstsq.out: gelsd and gelss return residuals only when every matrix has full rank. The
+// program computes them as if so (Meta sizes them that way); the host reads the ranks and empties
+// them otherwise.
+void LinalgLstsqOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                    torch::jit::Stack* stack) {
+  const at::Tensor self = (*stack)[0].toTensor();
+  BoxedKernel(op, ks, stack);
+  const int64_t n = self.size(-1);
+  at::Tensor residuals = (*stack)[stack->size() - 3].toTensor();
+  const at::Tensor rank = (*stack)[stack->size() - 2].toTensor();
+  if (residuals.numel() > 0 && rank.numel() > 0 && rank.min().item<int64_t>() < n) {
+    residuals.resize_({0});
+  }
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("linalg_lstsq.out", torch::CppFunction::makeFromBoxedFunction<&LinalgLstsqOut>());
   m.impl("nonzero", Nonzero);
   m.impl("masked_select", MaskedSelect);
   m.impl("masked_select.out", MaskedSelectOut);

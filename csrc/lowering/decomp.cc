@@ -819,6 +819,60 @@ std::vector<Value> LinalgEigh(Ctx& c) {
   return {w, c.out[1].numel() == 0 ? Zeros(c.g, c.out[1]) : v};
 }
 
+// ---- Least squares ---------------------------------------------------------------------------
+
+// linalg_lstsq through the SVD, whatever the driver: the minimum-norm solution, which gelsy, gelsd
+// and gelss return (and gels, for the full-rank matrices it accepts). Singular values at most
+// rcond times the largest count as zero, as in gelsd; rcond defaults to eps * max(m, n). The Meta
+// kernel decides which outputs are empty (aten/cpu_only_meta.cc).
+std::vector<Value> LinalgLstsq(Ctx& c) {
+  Graph& g = c.g;
+  const Type& st = c.out[0];
+  const DType dt = st.dtype;
+  if (rt::IsComplex(dt)) throw LoweringError("complex inputs are not supported");
+  Value a = Cast(c, c.In("self"), dt), b = Cast(c, c.In("b"), dt);
+  const Type ta = g.type(a);
+  const int64_t m = Rows(ta), n = Cols(ta), k = std::min(m, n);
+  const bool vector = g.type(b).rank() == ta.rank() - 1;
+  if (vector) b = ir::Reshape(g, b, Cat(g.type(b).dims, {1}));
+  const Dims batch(st.dims.begin(), st.dims.end() - (vector ? 1 : 2));
+  const int64_t nrhs = Cols(g.type(b));
+  Value bb = ir::BroadcastTo(g, b, Cat(batch, {m, nrhs}));
+  std::vector<Value> res = AllZeros(c);
+  Value x = Zeros(g, Type{dt, Cat(batch, {n, nrhs})});
+  if (k > 0 && Type{dt, batch}.numel() > 0 && ta.numel() > 0) {
+    const bool wide = m < n;
+    auto [u, s, v] = SvdTall(g, wide ? Mt(g, a) : a);
+    Value left = wide ? v : u, right = wide ? u : v;  // m x k, n x k
+    double rcond = c.Has("rcond") ? c.Double("rcond", 0) : -1;
+    if (rcond < 0) rcond = Eps(dt) * static_cast<double>(std::max(m, n));
+    const Type sv = g.type(s);
+    Dims first = sv.dims;
+    first.back() = 1;
+    Value largest = ir::Slice(g, s, Dims(sv.rank(), 0), first);
+    largest = ir::BroadcastTo(g, largest, sv.dims);
+    Value cut = Mul(g, largest, Full(g, rcond, dt, sv.dims));
+    Value keep = Compare(g, s, cut, "GT");
+    Value inv = Select(g, keep, Div(g, Full(g, 1, dt, sv.dims), s), Zeros(g, sv));
+    inv = ir::BroadcastTo(g, inv, Cat(batch, {k}));
+    Value coef = MatMul(g, Mt(g, ToBatch(g, left, batch)), bb);  // k x nrhs
+    coef = Mul(g, coef, Insert(g, inv, g.type(coef).dims, static_cast<int64_t>(batch.size()) + 1));
+    x = MatMul(g, ToBatch(g, right, batch), coef);
+    if (c.out[2].numel() > 0) {
+      Value ones = ir::Convert(g, keep, DType::kS64);
+      res[2] = ir::Reduce(g, ones, Constant(g, 0, DType::kS64), {sv.rank() - 1}, "stablehlo.add");
+    }
+    if (c.out[3].numel() > 0) res[3] = s;
+  }
+  res[0] = ir::Reshape(g, x, st.dims);
+  if (c.out[1].numel() > 0) {
+    Value r = Sub(g, MatMul(g, ToBatch(g, a, batch), x), bb);
+    res[1] = ir::Reduce(g, Mul(g, r, r), Constant(g, 0, dt), {static_cast<int64_t>(batch.size())},
+                        "stablehlo.add");
+  }
+  return res;
+}
+
 }  // namespace
 
 void AddDecompRules(RuleMap& m) {
@@ -834,6 +888,7 @@ void AddDecompRules(RuleMap& m) {
   m["aten::linalg_cholesky_ex"] = CholeskyEx;
   m["aten::linalg_householder_product"] = LinalgHouseholderProduct;
   m["aten::linalg_inv_ex"] = InvEx;
+  m["aten::linalg_lstsq"] = LinalgLstsq;
   m["aten::linalg_lu"] = LinalgLu;
   m["aten::linalg_lu_factor_ex"] = LuFactorEx;
   m["aten::linalg_lu_solve"] = LinalgLuSolve;
