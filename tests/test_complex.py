@@ -97,3 +97,44 @@ def test_fft_gradients_match_cpu():
             2
         ).sum().backward()
     same(xt.grad, x.grad, tol=1e-4)
+
+
+def test_complex_solves_and_factorizations_match_cpu():
+    g = torch.Generator().manual_seed(1)
+    a = torch.randn(2, 4, 4, dtype=torch.complex64, generator=g)
+    b = torch.randn(2, 4, 3, dtype=torch.complex64, generator=g)
+    bt = torch.randn(2, 3, 4, dtype=torch.complex64, generator=g)
+    at = a.to(DEV)
+    same(torch.linalg.solve(at, b.to(DEV)), torch.linalg.solve(a, b))
+    same(torch.linalg.solve(at, bt.to(DEV), left=False), torch.linalg.solve(a, bt, left=False))
+    lu, piv = torch.linalg.lu_factor(a)
+    lut, pivt = torch.linalg.lu_factor(at)
+    same(lut, lu)
+    assert torch.equal(pivt.cpu(), piv)  # LAPACK's pivots: largest |re| + |im|
+    for left in (True, False):
+        for adjoint in (True, False):
+            rhs = b if left else bt
+            same(torch.linalg.lu_solve(lut, pivt, rhs.to(DEV), left=left, adjoint=adjoint),
+                 torch.linalg.lu_solve(lu, piv, rhs, left=left, adjoint=adjoint))
+    same(torch.linalg.inv(at), torch.linalg.inv(a))
+    h = a @ a.mH + torch.eye(4)
+    chol = torch.linalg.cholesky(h)
+    same(torch.linalg.cholesky(h.to(DEV)), chol)
+    same(torch.cholesky_solve(b.to(DEV), chol.to(DEV)), torch.cholesky_solve(b, chol))
+
+
+def test_eig_runs_lapack_on_the_host_and_differentiates_on_tpu():
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 4, 4, generator=g)
+    values, vectors = torch.linalg.eig(x)
+    xt = x.to(DEV).requires_grad_()
+    vt, vect = torch.linalg.eig(xt)
+    assert vt.device.type == DEV and vt.dtype == torch.complex64
+    same(vt, values)
+    same(vect, vectors)
+    same(torch.linalg.eigvals(x.to(DEV)), torch.linalg.eigvals(x))
+    # A loss that does not depend on the eigenvectors' phases, as linalg_eig_backward requires.
+    xc = x.clone().requires_grad_()
+    for inp, (w, v) in ((xc, torch.linalg.eig(xc)), (xt, (vt, vect))):
+        (w.abs().sum() + v.abs().sum()).backward()
+    same(xt.grad, xc.grad, 1e-4)

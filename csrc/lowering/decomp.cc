@@ -63,6 +63,11 @@ Value Mt(Graph& g, Value x) {
   std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
   return ir::Transpose(g, x, perm);
 }
+// The conjugate transpose (the transpose of real matrices).
+Value Mh(Graph& g, Value x) {
+  x = Mt(g, x);
+  return rt::IsComplex(g.type(x).dtype) ? ir::Conj(g, x) : x;
+}
 Value MatMul(Graph& g, Value a, Value b) {
   const Type& ta = g.type(a);
   Dims batch(ta.rank() - 2);
@@ -90,12 +95,15 @@ Value Diag(Graph& g, Value x) {
   const Type& t = g.type(x);
   return Pick(g, x, EyeMask(g, t.dims), t.rank() - 1);
 }
+// Solves with a (or a^T; a^H for complex a, which is what every caller's transpose means).
 Value TriSolve(Graph& g, Value a, Value b, bool left, bool lower, bool unit, bool transpose) {
   auto flag = [](bool v) { return v ? std::string("true") : std::string("false"); };
+  const char* op = !transpose                       ? "NO_TRANSPOSE"
+                   : rt::IsComplex(g.type(a).dtype) ? "ADJOINT"
+                                                    : "TRANSPOSE";
   return g.Op1("stablehlo.triangular_solve", {a, b}, g.type(b),
-               "left_side = " + flag(left) + ", lower = " + flag(lower) +
-                   ", unit_diagonal = " + flag(unit) + ", transpose_a = #stablehlo<transpose " +
-                   (transpose ? "TRANSPOSE" : "NO_TRANSPOSE") + ">");
+               "left_side = " + flag(left) + ", lower = " + flag(lower) + ", unit_diagonal = " +
+                   flag(unit) + ", transpose_a = #stablehlo<transpose " + op + ">");
 }
 // x (a batch of matrices) broadcast to `batch` leading dims.
 Value ToBatch(Graph& g, Value x, const Dims& batch) {
@@ -271,10 +279,14 @@ std::vector<Value> LuStep(Graph& g, Value j, const std::vector<Value>& s, bool p
   Value col = Pick(g, a, is_col, r - 1);
   Value p = at(batch);
   if (pivot) {
-    // The first row of largest |a[i][j]|, i >= j (LAPACK's i?amax).
-    Value cand = Select(g, Compare(g, ri, at(cdims), "GE"), ir::Unary(g, "stablehlo.abs", col),
-                        Full(g, -1, t.dtype, cdims));
-    Value mx = ir::Reduce(g, cand, Constant(g, -1, t.dtype), {r - 2}, "stablehlo.maximum");
+    // The first row of largest |a[i][j]|, i >= j (LAPACK's i?amax, which takes |re| + |im| of
+    // complex entries).
+    Value mag = rt::IsComplex(t.dtype) ? Add(g, ir::Unary(g, "stablehlo.abs", ir::Real(g, col)),
+                                             ir::Unary(g, "stablehlo.abs", ir::Imag(g, col)))
+                                       : ir::Unary(g, "stablehlo.abs", col);
+    const DType real = g.type(mag).dtype;
+    Value cand = Select(g, Compare(g, ri, at(cdims), "GE"), mag, Full(g, -1, real, cdims));
+    Value mx = ir::Reduce(g, cand, Constant(g, -1, real), {r - 2}, "stablehlo.maximum");
     Value hit = Compare(g, cand, Insert(g, mx, cdims, r - 2), "EQ");
     Value first = ir::Reduce(g, Select(g, hit, ri, Full(g, m, DType::kS64, cdims)),
                              Constant(g, m, DType::kS64), {r - 2}, "stablehlo.minimum");
@@ -361,14 +373,14 @@ Value LuSolve(Graph& g, Value lu, Value p, Value b, bool adjoint) {
   return MatMul(g, p, y);
 }
 
-// X with A X = B (left) or X A = B (right, solved as A^T X^T = B^T); B already has X's dims.
+// X with A X = B (left) or X A = B (right, solved as A^H X^H = B^H); B already has X's dims.
 Value LuSolveSide(Graph& g, Value lu, Value piv, Value b, bool left, bool adjoint) {
   const Dims batch = Batch(g.type(b));
   Value p = PermMatrix(g, PermFromPivots(g, piv, Rows(g.type(lu))), g.type(lu).dtype);
   lu = ToBatch(g, lu, batch);
   p = ToBatch(g, p, batch);
   if (left) return LuSolve(g, lu, p, b, adjoint);
-  return Mt(g, LuSolve(g, lu, p, Mt(g, b), !adjoint));
+  return Mh(g, LuSolve(g, lu, p, Mh(g, b), !adjoint));
 }
 
 std::vector<Value> LuFactorEx(Ctx& c) {
