@@ -3,6 +3,7 @@
 // stablehlo.while loops over columns that follow LAPACK's getf2/geqr2/org2r step by step
 // (same pivot choice, same reflector signs) so results match PyTorch CPU closely.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <tuple>
@@ -885,6 +886,60 @@ std::vector<Value> LinalgLstsq(Ctx& c) {
   return res;
 }
 
+// ---- Matrix exponential ----------------------------------------------------------------------
+
+// exp(A) by scaling and squaring: X = A / 2^s with s = ceil(log2(||A||_1 / theta)) (at least 0),
+// so that ||X||_1 <= theta; exp(X) by its Taylor polynomial of degree 18 in Horner form, whose
+// remainder theta^19 / 19! is below the dtype's rounding at theta = 3 (float32) and 1.09
+// (float64); then each matrix squared its own s times, in one loop to the largest s. The result
+// is unique, so it matches PyTorch's (degree-18 Taylor variants of Bader et al.).
+std::vector<Value> MatrixExp(Ctx& c) {
+  Graph& g = c.g;
+  if (rt::IsComplex(c.out[0].dtype)) throw LoweringError("complex inputs are not supported");
+  if (c.out[0].numel() == 0) return AllZeros(c);
+  const Type t{AccOf(c.out[0].dtype), c.out[0].dims};  // half types compute in float32
+  const int64_t r = t.rank();
+  const Dims batch = Batch(t);
+  Value a = Cast(c, c.In("self"), t.dtype);
+  Value col_sums = ir::Reduce(g, ir::Unary(g, "stablehlo.abs", a), Constant(g, 0, t.dtype), {r - 2},
+                              "stablehlo.add");
+  Value norm = ir::Reduce(g, col_sums, Constant(g, 0, t.dtype), {r - 2}, "stablehlo.maximum");
+  const double theta = t.dtype == DType::kF64 ? 1.09 : 3.0;
+  Value lg = Div(g, ir::Unary(g, "stablehlo.log", Div(g, norm, Full(g, theta, t.dtype, batch))),
+                 Full(g, std::log(2.0), t.dtype, batch));
+  Value s = ir::Unary(g, "stablehlo.ceil", lg);
+  // At least 0; at most 1100 (a NaN or infinite norm must not loop forever; exp is then inf/NaN).
+  s = ir::Clamp(g, Constant(g, 0, t.dtype), s, Constant(g, 1100, t.dtype));
+  s = Select(g, Compare(g, norm, norm, "NE"), Full(g, 1100, t.dtype, batch), s);
+  Value x = Mul(g, a,
+                Lead(g,
+                     ir::Unary(g, "stablehlo.exponential",
+                               Mul(g, s, Full(g, -std::log(2.0), t.dtype, batch))),
+                     t.dims));
+  Value eye = Eye(g, t.dtype, t.dims);
+  Value p = eye;
+  for (int k = 18; k >= 1; --k)
+    p = Add(g, eye, Div(g, MatMul(g, x, p), Full(g, k, t.dtype, t.dims)));
+  Value times = ir::Convert(g, s, DType::kS64);
+  Value most =
+      ir::Reduce(g, times, Constant(g, 0, DType::kS64), AllDims(batch.size()), "stablehlo.maximum");
+  std::vector<Value> init{Constant(g, 0, DType::kS64), most, times, p};
+  auto region = [&](std::vector<Value>& args) {
+    auto h = std::make_shared<Graph>();
+    for (Value v : init) args.push_back(h->Param(g.type(v)));
+    return h;
+  };
+  std::vector<Value> ca, ba;
+  auto cond = region(ca);
+  cond->results = {Compare(*cond, ca[0], ca[1], "LT")};
+  auto body = region(ba);
+  Graph& h = *body;
+  Value more = Compare(h, BroadcastInDim(h, ba[0], batch, {}), ba[2], "LT");
+  Value sq = Select(h, Lead(h, more, t.dims), MatMul(h, ba[3], ba[3]), ba[3]);
+  body->results = {Add(h, ba[0], Constant(h, 1, DType::kS64)), ba[1], ba[2], sq};
+  return {Cast(c, ir::While(g, init, cond, body)[3], c.out[0].dtype)};
+}
+
 }  // namespace
 
 void AddDecompRules(RuleMap& m) {
@@ -902,6 +957,7 @@ void AddDecompRules(RuleMap& m) {
   m["aten::linalg_inv_ex"] = InvEx;
   m["aten::linalg_lstsq"] = LinalgLstsq;
   m["aten::linalg_lu"] = LinalgLu;
+  m["aten::linalg_matrix_exp"] = MatrixExp;
   m["aten::linalg_lu_factor_ex"] = LuFactorEx;
   m["aten::linalg_lu_solve"] = LinalgLuSolve;
   m["aten::linalg_qr"] = LinalgQr;

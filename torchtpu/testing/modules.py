@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from .opinfo import DEFAULT_TOL, REDUCED, Result, _compare, _compare_reduced, _short, _to, _upcast
+from .opinfo import DEFAULT_TOL, REDUCED, Result, _compare, _compare_to_exact, _short, _to, _upcast
 
 MAX_INPUTS = 4
 NO_CPU_INPUT = "no input ran on CPU"
@@ -116,7 +116,7 @@ def run_module(info: Any, dtype: torch.dtype, training: bool, grad: bool) -> Res
                     torch.manual_seed(0)
                     return m(*_upcast(a), **_upcast(k))
 
-                _compare_reduced(actual, expected, tol, exact)
+                _compare_to_exact(actual, expected, tol, exact, "float32")
             else:
                 _compare(actual, expected, tol)
             _compare(list(tpu_module.buffers()), list(cpu_module.buffers()), tol)

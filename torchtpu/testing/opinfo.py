@@ -116,12 +116,14 @@ def _compare(actual: Any, expected: Any, tol: tuple[float, float]) -> None:
             raise AssertionError(f"{a!r} != {e!r}")
 
 
-def _compare_reduced(actual: Any, expected: Any, tol: tuple[float, float],
-                     exact: Callable[[], Any]) -> None:
-    """Compares a bfloat16/float16 result: it must match CPU's within tolerance, or be no farther
-    from `exact()` (the float32 result of the same inputs, on CPU) than CPU's own result is.
-    CPU's reduced-precision kernels round differently from one CPU to another (an AVX2 machine's
-    bf16 conv_transpose was off by 0.7 where ours was off by 0.44), so CPU is not the truth."""
+def _compare_to_exact(actual: Any, expected: Any, tol: tuple[float, float],
+                      exact: Callable[[], Any], precision: str) -> None:
+    """Compares a float result: it must match CPU's within tolerance, or be no farther from
+    `exact()` (the same inputs on CPU in `precision`, float32 for bfloat16/float16 and float64
+    for float32) than CPU's own result is. CPU is not the truth: its reduced-precision kernels
+    round differently from one CPU to another (an AVX2 machine's bf16 conv_transpose was off by
+    0.7 where ours was off by 0.44), and an ill-conditioned float32 result (matrix_exp of a matrix
+    of norm 40) is off by 0.1 on CPU itself."""
     try:
         _compare(actual, expected, tol)
         return
@@ -139,8 +141,8 @@ def _compare_reduced(actual: Any, expected: Any, tol: tuple[float, float],
         ours, cpus = _error(a.cpu(), r), _error(e, r)
         if ours > cpus + tol[0]:
             raise AssertionError(
-                f"Tensor-likes are not close! (off by {ours:.4g} from the float32 result, where "
-                f"CPU's own is off by {cpus:.4g})"
+                f"Tensor-likes are not close! (off by {ours:.4g} from the {precision} result, "
+                f"where CPU's own is off by {cpus:.4g})"
             )
 
 
@@ -150,10 +152,13 @@ def _error(x: torch.Tensor, exact: torch.Tensor) -> float:
     return d.nan_to_num(nan=float("inf")).max().item() if d.numel() else 0.0
 
 
-def _upcast(x: Any) -> Any:
+def _upcast(x: Any, to: torch.dtype = torch.float32) -> Any:
+    """x with its reduced-precision (to float32) or float32 (to float64) tensors converted."""
+    source = REDUCED if to == torch.float32 else (torch.float32,)
+
     def up(t: Any) -> Any:
-        if isinstance(t, torch.Tensor) and t.dtype in REDUCED:
-            return t.detach().float()
+        if isinstance(t, torch.Tensor) and t.dtype in source:
+            return t.detach().to(to)
         return t
 
     return tree_map(up, x)
@@ -198,10 +203,12 @@ def run_op(op: Any, dtype: torch.dtype = torch.float32, grad: bool = False) -> R
         kwargs = tree_map(lambda t: _to(t, "tpu"), sample.kwargs)
         try:
             actual = op(inp, *args, **kwargs)
-            if dtype in REDUCED:
-                _compare_reduced(actual, expected, tol,
-                                 lambda s=sample: op(*_upcast((s.input, *s.args)),
-                                                     **_upcast(s.kwargs)))
+            if dtype in REDUCED or dtype == torch.float32:
+                to = torch.float32 if dtype in REDUCED else torch.float64
+                _compare_to_exact(actual, expected, tol,
+                                  lambda s=sample, to=to: op(*_upcast((s.input, *s.args), to),
+                                                             **_upcast(s.kwargs, to)),
+                                  str(to).removeprefix("torch."))
             else:
                 _compare(actual, expected, tol)
             if grad:
