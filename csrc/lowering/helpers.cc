@@ -214,4 +214,16 @@ Arg IntsArg(Dims v) {
   return a;
 }
 
+Value Wrap(Ctx& c, Value index, int64_t size) {
+  Value i = Cast(c, index, DType::kS64);
+  Value neg = ir::Compare(c.g, i, Splat(c, 0, i), "LT");
+  return ir::Select(c.g, neg, ir::Binary(c.g, "stablehlo.add", i, Splat(c, size, i)), i);
+}
+
+Value AsVector(Ctx& c, Value i) {
+  Dims d = c.T(i).dims;
+  d.push_back(1);
+  return ir::Reshape(c.g, i, d);
+}
+
 }  // namespace tpu::lowering

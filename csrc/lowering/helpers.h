@@ -50,6 +50,11 @@ Arg IntsArg(Dims v);
 std::vector<Value> CallRule(Ctx& c, const char* name, const char* overload,
                             std::vector<std::pair<std::string, Arg>> args, std::vector<Type> out);
 
+// An integer index as s64, its negative entries wrapped against `size`.
+Value Wrap(Ctx& c, Value index, int64_t size);
+// i with a trailing size-1 dim appended: the index vector of a one-dim gather or scatter.
+Value AsVector(Ctx& c, Value i);
+
 // Value checks (see Check in rule.h). Expect: every element of pred `ok` holds; `quoted` (shaped
 // like ok, or -1) gives the value the message quotes, taken at the first element that fails.
 void Expect(Ctx& c, Value ok, Value quoted, const std::string& type, const std::string& message);

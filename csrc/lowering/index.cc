@@ -12,20 +12,6 @@ namespace {
 
 using V = std::vector<Value>;
 
-// index as s64 with negative entries wrapped against `size`.
-Value Wrap(Ctx& c, Value index, int64_t size) {
-  Value i = Cast(c, index, DType::kS64);
-  Value neg = ir::Compare(c.g, i, Splat(c, 0, i), "LT");
-  return ir::Select(c.g, neg, ir::Binary(c.g, "stablehlo.add", i, Splat(c, size, i)), i);
-}
-
-// Appends a trailing size-1 dim: the index vector of a one-dim gather/scatter.
-Value AsVector(Ctx& c, Value i) {
-  Dims d = c.T(i).dims;
-  d.push_back(1);
-  return ir::Reshape(c.g, i, d);
-}
-
 // Full coordinates for gather/scatter along `dim`: position p maps to p with p[dim] = index[p].
 // Shape index.dims + [rank].
 Value Coords(Ctx& c, Value index, int64_t dim, int64_t size) {

@@ -26,6 +26,7 @@ const RuleMap& Rules() {
     AddComplexRules(m);
     AddFftRules(m);
     AddSpecialFunctionRules(m);
+    AddEmbeddingBagRules(m);
     return m;
   }();
   return rules;

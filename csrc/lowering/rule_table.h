@@ -28,5 +28,6 @@ void AddMultilabelMarginRules(RuleMap& m);
 void AddComplexRules(RuleMap& m);
 void AddFftRules(RuleMap& m);
 void AddSpecialFunctionRules(RuleMap& m);
+void AddEmbeddingBagRules(RuleMap& m);
 
 }  // namespace tpu::lowering
