@@ -1,6 +1,6 @@
 // Meta kernels (shapes and CPU's argument checks) for ops whose only kernels in PyTorch are CPU and
-// CUDA ones (margin losses, _logcumsumexp, linalg_lstsq): the boxed kernel takes shapes and errors
-// from Meta (dispatch.cc).
+// CUDA ones (margin losses, _logcumsumexp, linalg_lstsq, ctc_loss's backward): the boxed kernel
+// takes shapes and errors from Meta (dispatch.cc).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -140,9 +140,15 @@ std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> LinalgLstsqOut(
   return {solution, residuals, rank, singular_values};
 }
 
+Tensor CtcLossBackward(const Tensor&, const Tensor& log_probs, const Tensor&, at::IntArrayRef,
+                       at::IntArrayRef, const Tensor&, const Tensor&, int64_t, bool) {
+  return at::empty_like(log_probs, at::MemoryFormat::Contiguous);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("_ctc_loss_backward", CtcLossBackward);
   m.impl("_logcumsumexp", LogCumSumExp);
   m.impl("linalg_lstsq.out", LinalgLstsqOut);
   m.impl("multilabel_margin_loss_forward", MultilabelMarginLoss);

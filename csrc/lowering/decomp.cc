@@ -120,31 +120,6 @@ bool AnyEmpty(const std::vector<Type>& ts) {
   return std::any_of(ts.begin(), ts.end(), [](const Type& t) { return t.numel() == 0; });
 }
 
-// A counted loop: `body(region, j, carried)` returns the next carried values for j = from, ...
-// while j < to (step +1) or j > to (step -1, counting down from `from`).
-template <typename Body>
-std::vector<Value> For(Graph& g, int64_t from, int64_t to, int64_t step,
-                       const std::vector<Value>& init, Body body) {
-  std::vector<Value> state{Constant(g, static_cast<double>(from), DType::kS64)};
-  state.insert(state.end(), init.begin(), init.end());
-  auto region = [&](std::vector<Value>& args) {
-    auto r = std::make_shared<Graph>();
-    for (Value v : state) args.push_back(r->Param(g.type(v)));
-    return r;
-  };
-  std::vector<Value> ca, ba;
-  auto cond = region(ca);
-  cond->results = {Compare(*cond, ca[0], Constant(*cond, static_cast<double>(to), DType::kS64),
-                           step > 0 ? "LT" : "GT")};
-  auto b = region(ba);
-  std::vector<Value> carried(ba.begin() + 1, ba.end());
-  std::vector<Value> next = body(*b, ba[0], carried);
-  next.insert(next.begin(), Add(*b, ba[0], Constant(*b, static_cast<double>(step), DType::kS64)));
-  b->results = next;
-  std::vector<Value> out = ir::While(g, state, cond, b);
-  return std::vector<Value>(out.begin() + 1, out.end());
-}
-
 // ---- Cholesky --------------------------------------------------------------------------------
 
 // LAPACK's potrf info for lower-triangle input x: the 1-based order of the first leading minor

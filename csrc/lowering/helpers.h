@@ -1,6 +1,10 @@
 // Helpers shared by the rule families: operand preparation and elementwise templates.
 #pragma once
 
+#include <memory>
+#include <vector>
+
+#include "ir/builder.h"
 #include "lowering/rule.h"
 
 namespace tpu::lowering {
@@ -68,5 +72,32 @@ std::string OutOfBounds(int64_t dim, int64_t size, const std::string& prefix = "
 // The op's checks as one s64[2] value: [0, 0] when all hold, else [k + 1, quoted] for the first
 // check k that fails.
 Value CheckResult(Graph& g, const std::vector<Check>& checks);
+
+// A counted loop (stablehlo.while): `body(region, j, carried)` returns the next carried values for
+// j = from, ... while j < to (step +1) or j > to (step -1, counting down from `from`).
+template <typename Body>
+std::vector<Value> For(Graph& g, int64_t from, int64_t to, int64_t step,
+                       const std::vector<Value>& init, Body body) {
+  std::vector<Value> state{ir::Constant(g, static_cast<double>(from), DType::kS64)};
+  state.insert(state.end(), init.begin(), init.end());
+  auto region = [&](std::vector<Value>& args) {
+    auto r = std::make_shared<Graph>();
+    for (Value v : state) args.push_back(r->Param(g.type(v)));
+    return r;
+  };
+  std::vector<Value> ca, ba;
+  auto cond = region(ca);
+  cond->results = {ir::Compare(*cond, ca[0],
+                               ir::Constant(*cond, static_cast<double>(to), DType::kS64),
+                               step > 0 ? "LT" : "GT")};
+  auto b = region(ba);
+  std::vector<Value> carried(ba.begin() + 1, ba.end());
+  std::vector<Value> next = body(*b, ba[0], carried);
+  next.insert(next.begin(), ir::Binary(*b, "stablehlo.add", ba[0],
+                                       ir::Constant(*b, static_cast<double>(step), DType::kS64)));
+  b->results = next;
+  std::vector<Value> out = ir::While(g, state, cond, b);
+  return std::vector<Value>(out.begin() + 1, out.end());
+}
 
 }  // namespace tpu::lowering

@@ -27,6 +27,7 @@ const RuleMap& Rules() {
     AddFftRules(m);
     AddSpecialFunctionRules(m);
     AddEmbeddingBagRules(m);
+    AddCtcRules(m);
     return m;
   }();
   return rules;

@@ -29,5 +29,6 @@ void AddComplexRules(RuleMap& m);
 void AddFftRules(RuleMap& m);
 void AddSpecialFunctionRules(RuleMap& m);
 void AddEmbeddingBagRules(RuleMap& m);
+void AddCtcRules(RuleMap& m);
 
 }  // namespace tpu::lowering

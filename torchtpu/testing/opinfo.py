@@ -139,11 +139,19 @@ def _compare_to_exact(actual: Any, expected: Any, tol: tuple[float, float],
             _compare(a, e, tol)  # shapes, dtypes and non-float values still match exactly
             continue
         ours, cpus = _error(a.cpu(), r), _error(e, r)
-        if ours > cpus + tol[0]:
+        if ours > cpus + tol[0] or not _meaningful(cpus, r, reduced=precision == "float32"):
             raise AssertionError(
                 f"Tensor-likes are not close! (off by {ours:.4g} from the {precision} result, "
                 f"where CPU's own is off by {cpus:.4g})"
             )
+
+
+def _meaningful(cpus: float, exact: torch.Tensor, reduced: bool) -> bool:
+    """Whether CPU's own result is near the higher-precision one (within 5% of its largest value
+    for bfloat16/float16, 1% for float32). When it is not, the higher precision chose something
+    else (an eigenvector's sign), and being as far from it as CPU says nothing."""
+    scale = exact.double().abs().nan_to_num(posinf=0.0).max().item() if exact.numel() else 0.0
+    return cpus <= (0.05 if reduced else 0.01) * scale
 
 
 def _error(x: torch.Tensor, exact: torch.Tensor) -> float:
@@ -257,7 +265,8 @@ def _check_grad(
             # As in the forward: no farther from the float64 gradients than CPU's own are.
             exact = exact or _float64_grads(op, sample, process, cots)
             ours, cpus = _error(a.cpu(), exact[i]), _error(e, exact[i])
-            if not (e.dtype == torch.float32 and ours <= cpus + atol):
+            if not (e.dtype == torch.float32 and ours <= cpus + atol
+                    and _meaningful(cpus, exact[i], reduced=False)):
                 raise
 
 
