@@ -86,6 +86,12 @@ class Result:
 def _to(x: Any, device: str) -> Any:
     if isinstance(x, torch.Tensor):
         y = x.detach().to(device)
+        if x.layout == torch.strided and x.storage_offset() != 0 and device != "cpu":
+            # A view into a larger storage (as_strided's partial views): the same view of the
+            # whole storage, moved, as a sample made on the device would be.
+            storage = x.untyped_storage()
+            whole = torch.empty(0, dtype=x.dtype).set_(storage, 0, (storage.nbytes() // x.itemsize,))
+            y = whole.to(device).as_strided(x.shape, x.stride(), x.storage_offset()).detach()
         return y.requires_grad_(x.requires_grad) if x.is_floating_point() or x.is_complex() else y
     return x
 
