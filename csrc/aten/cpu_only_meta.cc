@@ -1,9 +1,10 @@
 // Meta kernels (shapes and CPU's argument checks) for ops whose only kernels in PyTorch are CPU and
-// CUDA ones (margin losses, _logcumsumexp, linalg_lstsq, ctc_loss's backward): the boxed kernel
-// takes shapes and errors from Meta (dispatch.cc).
+// CUDA ones (margin losses, _logcumsumexp, linalg_lstsq, ctc_loss's backward, geqrf): the boxed
+// kernel takes shapes and errors from Meta (dispatch.cc).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -145,9 +146,27 @@ Tensor CtcLossBackward(const Tensor&, const Tensor& log_probs, const Tensor&, at
   return at::empty_like(log_probs, at::MemoryFormat::Contiguous);
 }
 
+// geqrf: the factors in LAPACK's column-major layout, as CPU returns them, and tau.
+std::tuple<Tensor, Tensor> Geqrf(const Tensor& self) {
+  TORCH_CHECK(self.dim() >= 2, "torch.geqrf: input must have at least 2 dimensions.");
+  const int64_t m = self.size(-2), n = self.size(-1);
+  std::vector<int64_t> strides(self.dim());
+  int64_t step = m * n;
+  for (int64_t d = self.dim() - 3; d >= 0; --d) {
+    strides[d] = step;
+    step *= self.size(d);
+  }
+  strides[self.dim() - 2] = 1;
+  strides[self.dim() - 1] = std::max<int64_t>(m, 1);
+  std::vector<int64_t> tau(self.sizes().begin(), self.sizes().end() - 2);
+  tau.push_back(std::min(m, n));
+  return {at::empty_strided(self.sizes(), strides, self.options()), at::empty(tau, self.options())};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("geqrf", Geqrf);
   m.impl("_ctc_loss_backward", CtcLossBackward);
   m.impl("_logcumsumexp", LogCumSumExp);
   m.impl("linalg_lstsq.out", LinalgLstsqOut);
