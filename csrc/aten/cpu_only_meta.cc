@@ -1,6 +1,6 @@
 // Meta kernels (shapes and CPU's argument checks) for ops whose only kernels in PyTorch are CPU and
-// CUDA ones (margin losses, _logcumsumexp, linalg_lstsq, ctc_loss's backward, geqrf): the boxed
-// kernel takes shapes and errors from Meta (dispatch.cc).
+// CUDA ones (margin losses, _logcumsumexp, linalg_lstsq, ctc_loss's backward, geqrf, histogram):
+// the boxed kernel takes shapes and errors from Meta (dispatch.cc).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -163,9 +163,49 @@ std::tuple<Tensor, Tensor> Geqrf(const Tensor& self) {
   return {at::empty_strided(self.sizes(), strides, self.options()), at::empty(tau, self.options())};
 }
 
+// torch.histogram: CPU's checks (its histogramdd's), then hist [bins] and edges [bins + 1].
+void HistogramChecks(const Tensor& self, const std::optional<Tensor>& weight) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()),
+                              "\"histogramdd\" not implemented for '",
+                              c10::toString(self.scalar_type()), "'");
+  if (!weight.has_value() || !weight->defined()) return;
+  TORCH_CHECK(weight->numel() == self.numel(),
+              "torch.histogramdd: if weight tensor is provided it should have the same shape as "
+              "the input tensor excluding its innermost dimension, but got input with shape [",
+              self.numel(), ", 1] and weight with shape [", weight->numel(), "]");
+  TORCH_CHECK(weight->scalar_type() == self.scalar_type(),
+              "torch.histogramdd: if weight tensor is provided, input tensor and weight tensor "
+              "should have the same dtype, but got input(",
+              self.dtype(), "), and weight(", weight->dtype(), ")");
+}
+
+std::tuple<Tensor, Tensor> HistogramBins(const Tensor& self, int64_t bins,
+                                         std::optional<at::ArrayRef<double>>,
+                                         const std::optional<Tensor>& weight, bool) {
+  HistogramChecks(self, weight);
+  TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
+  return {at::empty({bins}, self.options()), at::empty({bins + 1}, self.options())};
+}
+
+std::tuple<Tensor, Tensor> HistogramEdges(const Tensor& self, const Tensor& bins,
+                                          const std::optional<Tensor>& weight, bool) {
+  HistogramChecks(self, weight);
+  TORCH_CHECK(bins.dim() == 1, "torch.histogramdd: bins tensor should have one dimension, but got ",
+              bins.dim(), " dimensions in the bins tensor for dimension 0");
+  TORCH_CHECK(bins.scalar_type() == self.scalar_type(),
+              "torch.histogramdd: input tensor and bins tensors should have the same dtype, but "
+              "got input with dtype ",
+              self.dtype(), " and bins for dimension 0 with dtype ", bins.dtype());
+  TORCH_CHECK(bins.numel() > 1, "torch.histogram(): bins must be > 0, but got ", bins.numel() - 1,
+              " for dimension 0");
+  return {at::empty({bins.numel() - 1}, self.options()), at::empty({bins.numel()}, self.options())};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("histogram.bin_ct", HistogramBins);
+  m.impl("histogram.bins_tensor", HistogramEdges);
   m.impl("geqrf", Geqrf);
   m.impl("_ctc_loss_backward", CtcLossBackward);
   m.impl("_logcumsumexp", LogCumSumExp);

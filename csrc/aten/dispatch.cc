@@ -161,6 +161,9 @@ Arg ToArg(GraphBuilder& b, const c10::Argument& a, const c10::IValue& v) {
       } else if (v.isIntList()) {
         r.kind = Arg::Kind::kInts;
         r.ints = v.toIntVector();
+      } else if (v.isDoubleList()) {
+        r.kind = Arg::Kind::kDoubles;
+        r.doubles = v.toDoubleVector();
       } else if (v.isList() && elem->kind() == c10::TypeKind::SymIntType) {
         r.kind = Arg::Kind::kInts;
         for (const c10::SymInt& s : v.toSymIntList())

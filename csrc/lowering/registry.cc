@@ -28,6 +28,7 @@ const RuleMap& Rules() {
     AddSpecialFunctionRules(m);
     AddEmbeddingBagRules(m);
     AddCtcRules(m);
+    AddHistogramRules(m);
     return m;
   }();
   return rules;
@@ -90,6 +91,9 @@ Dims Ctx::Ints(const std::string& name) const {
   if (!Has(name)) return {};
   const Arg* a = Find(name);
   return a->kind == Arg::Kind::kInt ? Dims{a->i} : a->ints;
+}
+std::vector<double> Ctx::Doubles(const std::string& name) const {
+  return Has(name) ? Find(name)->doubles : std::vector<double>{};
 }
 double Ctx::Double(const std::string& name, double fallback) const {
   if (!Has(name)) return fallback;

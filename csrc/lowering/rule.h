@@ -19,13 +19,25 @@ using rt::DType;
 
 // One argument of the ATen call. Tensors and Scalars arrive as values (graph parameters).
 struct Arg {
-  enum class Kind { kNone, kValue, kValues, kInt, kInts, kDouble, kBool, kString, kDType };
+  enum class Kind {
+    kNone,
+    kValue,
+    kValues,
+    kInt,
+    kInts,
+    kDouble,
+    kDoubles,
+    kBool,
+    kString,
+    kDType
+  };
   Kind kind = Kind::kNone;
   Value value = -1;
   std::vector<Value> values;  // Tensor[] and Tensor?[] (absent entries are -1)
   int64_t i = 0;
   Dims ints;
   double d = 0;
+  std::vector<double> doubles;  // float[] (histogram's range)
   bool b = false;
   std::string s;
   DType dtype = DType::kInvalid;
@@ -73,6 +85,7 @@ struct Ctx {
   int64_t Int(const std::string& name) const;
   int64_t Int(const std::string& name, int64_t fallback) const;
   Dims Ints(const std::string& name) const;
+  std::vector<double> Doubles(const std::string& name) const;
   double Double(const std::string& name, double fallback) const;
   bool Bool(const std::string& name, bool fallback) const;
   std::string Str(const std::string& name, const std::string& fallback) const;

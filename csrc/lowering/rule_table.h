@@ -30,5 +30,6 @@ void AddFftRules(RuleMap& m);
 void AddSpecialFunctionRules(RuleMap& m);
 void AddEmbeddingBagRules(RuleMap& m);
 void AddCtcRules(RuleMap& m);
+void AddHistogramRules(RuleMap& m);
 
 }  // namespace tpu::lowering
