@@ -15,6 +15,7 @@ namespace tpu::lowering {
 
 namespace {
 
+using V = std::vector<Value>;
 using ir::BroadcastInDim;
 using ir::Compare;
 using ir::Constant;
@@ -131,19 +132,9 @@ Value CholeskyInfo(Graph& g, Value x, Value limit) {
   const Dims batch = Batch(t), cdims = Cat(batch, {Rows(t)});
   Value low = Tri(g, x, true);
   Value sym = Add(g, low, Mt(g, Tri(g, x, true, -1)));
-  std::vector<Value> init{Constant(g, 0, DType::kS64), limit, sym, Full(g, 0, DType::kS64, batch)};
-  auto region = [&](std::vector<Value>& args) {
-    auto h = std::make_shared<Graph>();
-    for (Value v : init) args.push_back(h->Param(g.type(v)));
-    return h;
-  };
-  std::vector<Value> ca, ba;
-  auto cond = region(ca);
-  cond->results = {Compare(*cond, ca[0], ca[1], "LT")};
-  auto body = region(ba);
-  {
-    Graph& h = *body;
-    Value j = ba[0], a = ba[2], info = ba[3];
+  V init{sym, Full(g, 0, DType::kS64, batch)};
+  return ForUpTo(g, 0, limit, init, [&](Graph& h, Value j, V& st) {
+    Value a = st[0], info = st[1];
     auto at = [&](const Dims& d) { return BroadcastInDim(h, j, d, {}); };
     Value rows = Idx(h, t.dims, r - 2), cols = Idx(h, t.dims, r - 1), ri = Idx(h, cdims, r - 2);
     Value col = Pick(h, a, Compare(h, cols, at(t.dims), "EQ"), r - 1);
@@ -158,9 +149,8 @@ Value CholeskyInfo(Graph& g, Value x, Value limit) {
     Value upd = Mul(h, Insert(h, l, t.dims, r - 1), Insert(h, l, t.dims, r - 2));
     Value trailing = And(h, Compare(h, rows, at(t.dims), "GT"), Compare(h, cols, at(t.dims), "GT"));
     a = Select(h, And(h, trailing, Lead(h, ok, t.dims)), Sub(h, a, upd), a);
-    body->results = {Add(h, j, Constant(h, 1, DType::kS64)), ba[1], a, info};
-  }
-  return ir::While(g, init, cond, body)[3];
+    return V{a, info};
+  })[1];
 }
 
 // L (or U = L^T) of a batch of SPD matrices, and LAPACK's info.
@@ -658,26 +648,20 @@ std::pair<Value, Value> Sweeps(Graph& g, Value a, Value v, int64_t n, More more,
   const int64_t pairs = static_cast<int64_t>(ps.size());
   if (pairs == 0 || g.type(a).numel() == 0) return {a, v};
   const Dims batch = Batch(g.type(a));
-  std::vector<Value> init{Constant(g, 0, DType::kS64), a, v};
-  auto region = [&](std::vector<Value>& args) {
-    auto h = std::make_shared<Graph>();
-    for (Value i : init) args.push_back(h->Param(g.type(i)));
-    return h;
+  auto cond = [&](Graph& h, Value j, const V& st) {
+    Value left = Compare(h, j, Constant(h, 30.0 * pairs, DType::kS64), "LT");
+    return And(h, more(h, st[0]), left);
   };
-  std::vector<Value> ca, ba;
-  auto cond = region(ca);
-  Value left = Compare(*cond, ca[0], Constant(*cond, 30.0 * pairs, DType::kS64), "LT");
-  cond->results = {And(*cond, more(*cond, ca[1]), left)};
-  auto body = region(ba);
-  Graph& h = *body;
-  Value k = ir::Binary(h, "stablehlo.remainder", ba[0], Constant(h, pairs, DType::kS64));
-  Value hit = Compare(h, Idx(h, {pairs}, 0), BroadcastInDim(h, k, {pairs}, {}), "EQ");
-  Value p = Lead(h, Pick(h, ir::ConstantI64(h, ps), hit, 0), batch);
-  Value q = Lead(h, Pick(h, ir::ConstantI64(h, qs), hit, 0), batch);
-  auto [a2, v2] = step(h, ba[1], ba[2], p, q);
-  body->results = {Add(h, ba[0], Constant(h, 1, DType::kS64)), a2, v2};
-  auto out = ir::While(g, init, cond, body);
-  return {out[1], out[2]};
+  auto body = [&](Graph& h, Value j, V& st) {
+    Value k = ir::Binary(h, "stablehlo.remainder", j, Constant(h, pairs, DType::kS64));
+    Value hit = Compare(h, Idx(h, {pairs}, 0), BroadcastInDim(h, k, {pairs}, {}), "EQ");
+    Value p = Lead(h, Pick(h, ir::ConstantI64(h, ps), hit, 0), batch);
+    Value q = Lead(h, Pick(h, ir::ConstantI64(h, qs), hit, 0), batch);
+    auto [a2, v2] = step(h, st[0], st[1], p, q);
+    return V{a2, v2};
+  };
+  V out = detail::Counted(g, 0, 1, {a, v}, cond, body);
+  return {out[0], out[1]};
 }
 
 double Eps(DType t) { return t == DType::kF64 ? 2.2e-16 : 1.2e-7; }
@@ -898,21 +882,11 @@ std::vector<Value> MatrixExp(Ctx& c) {
   Value times = ir::Convert(g, s, DType::kS64);
   Value most =
       ir::Reduce(g, times, Constant(g, 0, DType::kS64), AllDims(batch.size()), "stablehlo.maximum");
-  std::vector<Value> init{Constant(g, 0, DType::kS64), most, times, p};
-  auto region = [&](std::vector<Value>& args) {
-    auto h = std::make_shared<Graph>();
-    for (Value v : init) args.push_back(h->Param(g.type(v)));
-    return h;
-  };
-  std::vector<Value> ca, ba;
-  auto cond = region(ca);
-  cond->results = {Compare(*cond, ca[0], ca[1], "LT")};
-  auto body = region(ba);
-  Graph& h = *body;
-  Value more = Compare(h, BroadcastInDim(h, ba[0], batch, {}), ba[2], "LT");
-  Value sq = Select(h, Lead(h, more, t.dims), MatMul(h, ba[3], ba[3]), ba[3]);
-  body->results = {Add(h, ba[0], Constant(h, 1, DType::kS64)), ba[1], ba[2], sq};
-  return {Cast(c, ir::While(g, init, cond, body)[3], c.out[0].dtype)};
+  V out = ForUpTo(g, 0, most, {times, p}, [&](Graph& h, Value j, V& st) {
+    Value more = Compare(h, BroadcastInDim(h, j, batch, {}), st[0], "LT");
+    return V{st[0], Select(h, Lead(h, more, t.dims), MatMul(h, st[1], st[1]), st[1])};
+  });
+  return {Cast(c, out[1], c.out[0].dtype)};
 }
 
 }  // namespace

@@ -73,11 +73,12 @@ std::string OutOfBounds(int64_t dim, int64_t size, const std::string& prefix = "
 // check k that fails.
 Value CheckResult(Graph& g, const std::vector<Check>& checks);
 
-// A counted loop (stablehlo.while): `body(region, j, carried)` returns the next carried values for
-// j = from, ... while j < to (step +1) or j > to (step -1, counting down from `from`).
-template <typename Body>
-std::vector<Value> For(Graph& g, int64_t from, int64_t to, int64_t step,
-                       const std::vector<Value>& init, Body body) {
+namespace detail {
+// A stablehlo.while whose first state value counts j = from, from + step, ...; `cond(region, j,
+// carried)` says whether to run `body(region, j, carried)`, which returns the next carried values.
+template <typename Cond, typename Body>
+std::vector<Value> Counted(Graph& g, int64_t from, int64_t step, const std::vector<Value>& init,
+                           Cond cond_of, Body body) {
   std::vector<Value> state{ir::Constant(g, static_cast<double>(from), DType::kS64)};
   state.insert(state.end(), init.begin(), init.end());
   auto region = [&](std::vector<Value>& args) {
@@ -87,9 +88,7 @@ std::vector<Value> For(Graph& g, int64_t from, int64_t to, int64_t step,
   };
   std::vector<Value> ca, ba;
   auto cond = region(ca);
-  cond->results = {ir::Compare(*cond, ca[0],
-                               ir::Constant(*cond, static_cast<double>(to), DType::kS64),
-                               step > 0 ? "LT" : "GT")};
+  cond->results = {cond_of(*cond, ca[0], std::vector<Value>(ca.begin() + 1, ca.end()))};
   auto b = region(ba);
   std::vector<Value> carried(ba.begin() + 1, ba.end());
   std::vector<Value> next = body(*b, ba[0], carried);
@@ -97,6 +96,39 @@ std::vector<Value> For(Graph& g, int64_t from, int64_t to, int64_t step,
                                        ir::Constant(*b, static_cast<double>(step), DType::kS64)));
   b->results = next;
   std::vector<Value> out = ir::While(g, state, cond, b);
+  return std::vector<Value>(out.begin() + 1, out.end());
+}
+}  // namespace detail
+
+// A counted loop (stablehlo.while): `body(region, j, carried)` returns the next carried values for
+// j = from, ... while j < to (step +1) or j > to (step -1, counting down from `from`).
+template <typename Body>
+std::vector<Value> For(Graph& g, int64_t from, int64_t to, int64_t step,
+                       const std::vector<Value>& init, Body body) {
+  auto cond = [&](Graph& h, Value j, const std::vector<Value>&) {
+    return ir::Compare(h, j, ir::Constant(h, static_cast<double>(to), DType::kS64),
+                       step > 0 ? "LT" : "GT");
+  };
+  return detail::Counted(g, from, step, init, cond, body);
+}
+
+// As For, counting up while j < `to`, an s64 scalar of g known only at run time (it rides along
+// as the first state value).
+template <typename Body>
+std::vector<Value> ForUpTo(Graph& g, int64_t from, Value to, const std::vector<Value>& init,
+                           Body body) {
+  std::vector<Value> state{to};
+  state.insert(state.end(), init.begin(), init.end());
+  auto cond = [](Graph& h, Value j, const std::vector<Value>& s) {
+    return ir::Compare(h, j, s[0], "LT");
+  };
+  auto step = [&](Graph& h, Value j, std::vector<Value>& s) {
+    std::vector<Value> rest(s.begin() + 1, s.end());
+    std::vector<Value> next = body(h, j, rest);
+    next.insert(next.begin(), s[0]);
+    return next;
+  };
+  std::vector<Value> out = detail::Counted(g, from, 1, state, cond, step);
   return std::vector<Value>(out.begin() + 1, out.end());
 }
 

@@ -86,24 +86,15 @@ std::vector<Value> Polynomial(Ctx& c, Family f, bool shifted) {
   for (int64_t i = 0; i < t.rank(); ++i) all[i] = i;
   // The loop's last degree (at least 1, where it stops at once).
   Value top = ir::Reduce(c.g, n, ir::Constant(c.g, 1, DType::kS64), all, "stablehlo.maximum");
-  // State: k, the largest degree, x, n, P_{k-1}, P_k, the result so far.
-  std::vector<Value> init{ir::Constant(c.g, 1, DType::kS64), top, x, n, p, q, out};
-  auto region = [&](std::vector<Value>& args) {
-    auto r = std::make_shared<Graph>();
-    for (Value v : init) args.push_back(r->Param(c.T(v)));
-    return r;
+  // State: x, n, P_{k-1}, P_k, the result so far (k counts from 1 up to the largest degree).
+  std::vector<Value> init{x, n, p, q, out};
+  auto step = [&](Graph& h, Value k, std::vector<Value>& st) {
+    Value r = Next(h, f, st[0], st[2], st[3], k);
+    Value k1 = Bin(h, "stablehlo.add", k, ir::Constant(h, 1, DType::kS64));
+    Value hit = ir::Compare(h, st[1], ir::BroadcastInDim(h, k1, nt.dims, {}), "EQ");
+    return std::vector<Value>{st[0], st[1], st[3], r, ir::Select(h, hit, r, st[4])};
   };
-  std::vector<Value> ca, ba;
-  auto cond = region(ca);
-  cond->results = {ir::Compare(*cond, ca[0], ca[1], "LT")};
-  auto body = region(ba);
-  Graph& h = *body;
-  Value k = ba[0];
-  Value r = Next(h, f, ba[2], ba[4], ba[5], k);
-  Value k1 = Bin(h, "stablehlo.add", k, ir::Constant(h, 1, DType::kS64));
-  Value hit = ir::Compare(h, ba[3], ir::BroadcastInDim(h, k1, nt.dims, {}), "EQ");
-  body->results = {k1, ba[1], ba[2], ba[3], ba[5], r, ir::Select(h, hit, r, ba[6])};
-  return {ir::While(c.g, init, cond, body)[6]};
+  return {ForUpTo(c.g, 1, top, init, step)[4]};
 }
 
 }  // namespace
