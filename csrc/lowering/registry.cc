@@ -29,6 +29,7 @@ const RuleMap& Rules() {
     AddEmbeddingBagRules(m);
     AddCtcRules(m);
     AddHistogramRules(m);
+    AddIgammaRules(m);
     return m;
   }();
   return rules;

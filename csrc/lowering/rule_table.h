@@ -31,5 +31,6 @@ void AddSpecialFunctionRules(RuleMap& m);
 void AddEmbeddingBagRules(RuleMap& m);
 void AddCtcRules(RuleMap& m);
 void AddHistogramRules(RuleMap& m);
+void AddIgammaRules(RuleMap& m);
 
 }  // namespace tpu::lowering

@@ -1,0 +1,39 @@
+"""Special functions whose rules are loops or asymptotic forms, on tpu against CPU (and against
+mpmath where CPU's own value is the less accurate): igamma/igammac over small to very large
+arguments with their edge values, erfcx's tail, matrix_exp."""
+
+import mpmath
+import torch
+
+DEV = "tpu"
+
+
+def test_igamma_and_igammac_match_cpu_and_their_edges():
+    g = torch.Generator().manual_seed(0)
+    a = torch.cat([torch.rand(500, generator=g) * s for s in (10.0, 100.0, 1e3, 1e5)])
+    x = torch.cat([torch.rand(500, generator=g) * s for s in (10.0, 100.0, 1e3, 1e5)])
+    edges_a = torch.tensor([0.0, 0.0, 1.0, 2.0, float("inf"), float("inf"), -1.0, 1.0, float("nan")])
+    edges_x = torch.tensor([1.0, 0.0, 0.0, float("inf"), 1.0, float("inf"), 1.0, -1.0, 1.0])
+    a, x = torch.cat([a, edges_a]), torch.cat([x, edges_x])
+    for f in (torch.igamma, torch.igammac):
+        torch.testing.assert_close(f(a.to(DEV), x.to(DEV)).cpu(), f(a, x), atol=1e-5, rtol=1e-5,
+                                   equal_nan=True)
+
+
+def test_igamma_float64_against_mpmath():
+    mpmath.mp.dps = 30
+    a = torch.tensor([0.3, 5.5, 20.07, 100.3, 7e4], dtype=torch.float64)
+    x = torch.tensor([0.2, 7.2, 19.01, 95.0, 7.01e4], dtype=torch.float64)
+    actual = torch.igamma(a.to(DEV), x.to(DEV)).cpu()
+    for i in range(len(a)):
+        exact = float(mpmath.gammainc(a[i].item(), 0, x[i].item(), regularized=True))
+        assert abs(actual[i].item() - exact) < 1e-12, (a[i].item(), x[i].item())
+
+
+def test_erfcx_and_matrix_exp_match_cpu():
+    x = torch.cat([torch.linspace(-9, 50, 5001), torch.tensor([float("inf"), 1e30])])
+    torch.testing.assert_close(torch.special.erfcx(x.to(DEV)).cpu(), torch.special.erfcx(x),
+                               atol=0, rtol=2e-6)
+    g = torch.Generator().manual_seed(1)
+    m = torch.randn(3, 6, 6, generator=g, dtype=torch.float64) * 3
+    torch.testing.assert_close(torch.linalg.matrix_exp(m.to(DEV)).cpu(), torch.linalg.matrix_exp(m))
