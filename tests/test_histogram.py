@@ -4,6 +4,8 @@ range with weights and density, a tensor of edges, NaNs, float64; CPU's errors."
 import pytest
 import torch
 
+import torchtpu
+
 DEV = "tpu"
 
 
@@ -41,3 +43,32 @@ def test_histogram_errors_match_cpu():
         torch.histogram(torch.tensor([0.0, 1.0], device=DEV), 0)
     with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
         torch.histogram(torch.tensor([0, 1], device=DEV), 3)
+
+
+def test_histogramdd_matches_cpu():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(50, 3, generator=g)
+    edges = [torch.tensor([-1.0, 0.0, 1.0]), torch.tensor([-2.0, 2.0]), torch.tensor([0.0, 0.5, 3.0])]
+    cases = [
+        {"bins": [3, 4, 5]},
+        {"bins": [2, 2, 2], "range": [-1.0, 1.0, -2.0, 2.0, 0.0, 1.0], "weight": torch.rand(50),
+         "density": True},
+        {"bins": edges},
+    ]
+    for kw in cases:
+        expected = torch.histogramdd(x, **kw)
+        moved = {
+            k: [b.to(DEV) for b in v] if k == "bins" and isinstance(v[0], torch.Tensor)
+            else v.to(DEV) if isinstance(v, torch.Tensor) else v
+            for k, v in kw.items()
+        }
+        actual = torch.histogramdd(x.to(DEV), **moved)
+        torch.testing.assert_close(actual.hist.cpu(), expected.hist)
+        for a, e in zip(actual.bin_edges, expected.bin_edges):
+            assert torch.equal(a.cpu(), e)
+    # In strict mode the edges op raises at the call, as on CPU. (In fused mode torch.histogramdd's
+    # two ops both record the check, and each raises at a read.)
+    with torchtpu.mode("strict"), pytest.raises(RuntimeError, match="dimension 1's range is not"):
+        torch.histogramdd(torch.tensor([[0.0, 1.0], [1.0, float("nan")]], device=DEV), [3, 3])
+    with pytest.raises(RuntimeError, match="range should have 4 elements, but got 2"):
+        torch.histogramdd(x[:, :2].to(DEV), [3, 3], range=[0.0, 1.0])

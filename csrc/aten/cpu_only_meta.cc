@@ -163,47 +163,109 @@ std::tuple<Tensor, Tensor> Geqrf(const Tensor& self) {
   return {at::empty_strided(self.sizes(), strides, self.options()), at::empty(tau, self.options())};
 }
 
-// torch.histogram: CPU's checks (its histogramdd's), then hist [bins] and edges [bins + 1].
-void HistogramChecks(const Tensor& self, const std::optional<Tensor>& weight) {
+// torch.histogram and histogramdd: CPU's checks (histogramdd's; torch.histogram's points are
+// [N, 1]), then the histogram and each dim's edges.
+void HistogramChecks(const Tensor& self, at::IntArrayRef points,
+                     const std::optional<Tensor>& weight) {
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()),
                               "\"histogramdd\" not implemented for '",
                               c10::toString(self.scalar_type()), "'");
   if (!weight.has_value() || !weight->defined()) return;
-  TORCH_CHECK(weight->numel() == self.numel(),
+  TORCH_CHECK(weight->sizes() == points.slice(0, points.size() - 1) ||
+                  (points.size() == 2 && points[1] == 1 && weight->numel() == points[0]),
               "torch.histogramdd: if weight tensor is provided it should have the same shape as "
-              "the input tensor excluding its innermost dimension, but got input with shape [",
-              self.numel(), ", 1] and weight with shape [", weight->numel(), "]");
+              "the input tensor excluding its innermost dimension, but got input with shape ",
+              points, " and weight with shape ", weight->sizes());
   TORCH_CHECK(weight->scalar_type() == self.scalar_type(),
               "torch.histogramdd: if weight tensor is provided, input tensor and weight tensor "
               "should have the same dtype, but got input(",
               self.dtype(), "), and weight(", weight->dtype(), ")");
 }
 
+void CheckBinCount(int64_t bins, size_t k) {
+  TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension ",
+              k);
+}
+
+void CheckBinTensor(const Tensor& self, const Tensor& bins, size_t k) {
+  TORCH_CHECK(bins.dim() == 1, "torch.histogramdd: bins tensor should have one dimension, but got ",
+              bins.dim(), " dimensions in the bins tensor for dimension ", k);
+  TORCH_CHECK(bins.scalar_type() == self.scalar_type(),
+              "torch.histogramdd: input tensor and bins tensors should have the same dtype, but "
+              "got input with dtype ",
+              self.dtype(), " and bins for dimension ", k, " with dtype ", bins.dtype());
+  CheckBinCount(bins.numel() - 1, k);
+}
+
 std::tuple<Tensor, Tensor> HistogramBins(const Tensor& self, int64_t bins,
-                                         std::optional<at::ArrayRef<double>>,
+                                         std::optional<at::ArrayRef<double>> range,
                                          const std::optional<Tensor>& weight, bool) {
-  HistogramChecks(self, weight);
-  TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
+  HistogramChecks(self, {self.numel(), 1}, weight);
+  CheckBinCount(bins, 0);
+  TORCH_CHECK(!range.has_value() || range->size() == 2,
+              "torch.histogramdd: for a 1-dimensional histogram range should have 2 elements, "
+              "but got ",
+              range.has_value() ? range->size() : 0);
   return {at::empty({bins}, self.options()), at::empty({bins + 1}, self.options())};
 }
 
 std::tuple<Tensor, Tensor> HistogramEdges(const Tensor& self, const Tensor& bins,
                                           const std::optional<Tensor>& weight, bool) {
-  HistogramChecks(self, weight);
-  TORCH_CHECK(bins.dim() == 1, "torch.histogramdd: bins tensor should have one dimension, but got ",
-              bins.dim(), " dimensions in the bins tensor for dimension 0");
-  TORCH_CHECK(bins.scalar_type() == self.scalar_type(),
-              "torch.histogramdd: input tensor and bins tensors should have the same dtype, but "
-              "got input with dtype ",
-              self.dtype(), " and bins for dimension 0 with dtype ", bins.dtype());
-  TORCH_CHECK(bins.numel() > 1, "torch.histogram(): bins must be > 0, but got ", bins.numel() - 1,
-              " for dimension 0");
+  HistogramChecks(self, {self.numel(), 1}, weight);
+  CheckBinTensor(self, bins, 0);
   return {at::empty({bins.numel() - 1}, self.options()), at::empty({bins.numel()}, self.options())};
+}
+
+// histogramdd's points: [..., D], D sequences of bins.
+int64_t PointDims(const Tensor& self, size_t sequences, std::optional<at::ArrayRef<double>> range) {
+  TORCH_CHECK(self.dim() >= 2, "torch.histogramdd: input tensor should have at least 2 dimensions");
+  const int64_t d = self.size(-1);
+  TORCH_CHECK(static_cast<int64_t>(sequences) == d, "torch.histogramdd: expected ", d,
+              " sequences of bin edges for a ", d, "-dimensional histogram but got ", sequences);
+  TORCH_CHECK(!range.has_value() || static_cast<int64_t>(range->size()) == 2 * d,
+              "torch.histogramdd: for a ", d, "-dimensional histogram range should have ", 2 * d,
+              " elements, but got ", range.has_value() ? range->size() : 0);
+  return d;
+}
+
+std::vector<Tensor> DdBinEdges(const Tensor& self, at::IntArrayRef bins,
+                               std::optional<at::ArrayRef<double>> range,
+                               const std::optional<Tensor>& weight, bool) {
+  PointDims(self, bins.size(), range);
+  HistogramChecks(self, self.sizes(), weight);
+  std::vector<Tensor> edges;
+  for (size_t k = 0; k < bins.size(); ++k) {
+    CheckBinCount(bins[k], k);
+    edges.push_back(at::empty({bins[k] + 1}, self.options()));
+  }
+  return edges;
+}
+
+Tensor DdFromCounts(const Tensor& self, at::IntArrayRef bins,
+                    std::optional<at::ArrayRef<double>> range, const std::optional<Tensor>& weight,
+                    bool density) {
+  DdBinEdges(self, bins, range, weight, density);
+  return at::empty(bins, self.options());
+}
+
+Tensor DdFromTensors(const Tensor& self, at::TensorList bins, const std::optional<Tensor>& weight,
+                     bool) {
+  PointDims(self, bins.size(), std::nullopt);
+  HistogramChecks(self, self.sizes(), weight);
+  std::vector<int64_t> shape;
+  for (size_t k = 0; k < bins.size(); ++k) {
+    CheckBinTensor(self, bins[k], k);
+    shape.push_back(bins[k].numel() - 1);
+  }
+  return at::empty(shape, self.options());
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("_histogramdd_bin_edges", DdBinEdges);
+  m.impl("_histogramdd_from_bin_cts", DdFromCounts);
+  m.impl("_histogramdd_from_bin_tensors", DdFromTensors);
   m.impl("histogram.bin_ct", HistogramBins);
   m.impl("histogram.bins_tensor", HistogramEdges);
   m.impl("geqrf", Geqrf);

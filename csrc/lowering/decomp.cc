@@ -665,11 +665,6 @@ std::pair<Value, Value> Sweeps(Graph& g, Value a, Value v, int64_t n, More more,
 }
 
 double Eps(DType t) { return t == DType::kF64 ? 2.2e-16 : 1.2e-7; }
-Dims AllDims(int64_t rank) {
-  Dims d(rank);
-  std::iota(d.begin(), d.end(), 0);
-  return d;
-}
 
 // Eigenvalues (ascending) and eigenvectors of symmetric matrices by cyclic Jacobi sweeps, until the
 // off-diagonal mass is below eps of the total.

@@ -214,6 +214,12 @@ Arg IntsArg(Dims v) {
   return a;
 }
 
+Dims AllDims(int64_t rank) {
+  Dims d(rank);
+  for (int64_t i = 0; i < rank; ++i) d[i] = i;
+  return d;
+}
+
 Value Wrap(Ctx& c, Value index, int64_t size) {
   Value i = Cast(c, index, DType::kS64);
   Value neg = ir::Compare(c.g, i, Splat(c, 0, i), "LT");

@@ -54,6 +54,8 @@ Arg IntsArg(Dims v);
 std::vector<Value> CallRule(Ctx& c, const char* name, const char* overload,
                             std::vector<std::pair<std::string, Arg>> args, std::vector<Type> out);
 
+// 0, 1, ..., rank - 1: every dim, for a full reduction.
+Dims AllDims(int64_t rank);
 // An integer index as s64, its negative entries wrapped against `size`.
 Value Wrap(Ctx& c, Value index, int64_t size);
 // i with a trailing size-1 dim appended: the index vector of a one-dim gather or scatter.

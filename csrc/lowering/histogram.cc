@@ -1,8 +1,10 @@
-// torch.histogram (histogram.bin_ct and histogram.bins_tensor). Bin edges come from `range`, else
-// from the input's min and max (widened by 0.5 each way when equal; [0, 1] for an empty input),
-// spaced as CPU's linspace spaces them. An element's bin is the number of edges at or below it,
-// minus one (the last edge closes the last bin), which is what CPU's interpolation with local
-// search finds; elements outside the edges and NaNs count nowhere.
+// torch.histogram and torch.histogramdd (histogram.bin_ct, histogram.bins_tensor,
+// _histogramdd_bin_edges, _histogramdd_from_bin_cts, _histogramdd_from_bin_tensors). A dim's bin
+// edges come from `range`, else from its coordinates' min and max (widened by 0.5 each way when
+// equal; [0, 1] for no points), spaced by linspace's own rule as CPU spaces them. A coordinate's
+// bin is the number of edges at or below it, minus one (the last edge closes the last bin), which
+// is what CPU's interpolation with local search finds; points outside the edges and NaNs count
+// nowhere.
 #include <cmath>
 #include <sstream>
 #include <string>
@@ -16,103 +18,167 @@ namespace {
 using V = std::vector<Value>;
 
 Value Full(Ctx& c, double v, DType t, const Dims& d) { return ir::Constant(c.g, v, t, d); }
+Value Elem(Ctx& c, Value x, int64_t i) {
+  return ir::Reshape(c.g, ir::Slice(c.g, x, {i}, {i + 1}), {});
+}
 // A double as CPU prints it in messages (2, 0.5).
 std::string FormatDouble(double v) {
   std::ostringstream s;
   s << v;
   return s.str();
 }
-Value Elem(Ctx& c, Value x, int64_t i) {
-  return ir::Reshape(c.g, ir::Slice(c.g, x, {i}, {i + 1}), {});
+
+// The points as [N, D] (the last dim holds a point's coordinates; 1 for torch.histogram).
+Value Points(Ctx& c, int64_t dims, DType t) {
+  Value x = Cast(c, c.In("self"), t);
+  const int64_t n = dims == 0 ? 0 : c.T(x).numel() / dims;
+  return ir::Reshape(c.g, x, {n, dims});
+}
+Value Column(Ctx& c, Value pts, int64_t k) {
+  const int64_t n = c.T(pts).dims[0];
+  return ir::Reshape(c.g, ir::Slice(c.g, pts, {0, k}, {n, k + 1}), {n});
 }
 
-// CPU's linspace(lo, hi, bins + 1), through linspace's own rule (runtime scalar endpoints).
-Value Edges(Ctx& c, Value lo, Value hi, int64_t bins, DType t) {
+// Dim k's bins + 1 edges: from range[2k], range[2k + 1] when given, else from the column's values.
+Value ColumnEdges(Ctx& c, Value col, int64_t k, int64_t bins, const std::vector<double>& range,
+                  DType t) {
+  const int64_t n = c.T(col).dims[0];
+  Value lo, hi;
+  if (!range.empty()) {
+    const double a = range[2 * k], b = range[2 * k + 1];
+    if (a > b) {
+      throw ArgError("torch.histogramdd: min should not exceed max, but got min " +
+                     FormatDouble(a) + " max " + FormatDouble(b) + " for dimension " +
+                     std::to_string(k));
+    }
+    lo = ir::Constant(c.g, a, t), hi = ir::Constant(c.g, b, t);
+  } else if (n == 0) {
+    lo = ir::Constant(c.g, 0, t), hi = ir::Constant(c.g, 1, t);
+  } else {
+    lo = ir::Reduce(c.g, col, ir::Constant(c.g, INFINITY, t), {0}, "stablehlo.minimum");
+    hi = ir::Reduce(c.g, col, ir::Constant(c.g, -INFINITY, t), {0}, "stablehlo.maximum");
+  }
+  auto is_finite = [&](Value v) { return c.g.Op1("stablehlo.is_finite", {v}, {DType::kPred, {}}); };
+  Value finite = ir::Binary(c.g, "stablehlo.and", is_finite(lo), is_finite(hi));
+  if (range.empty() && n > 0) {  // XLA's min and max may skip NaNs; CPU's range would be NaN
+    Value nan = ir::Reduce(c.g, ir::Compare(c.g, col, col, "NE"),
+                           ir::Constant(c.g, 0, DType::kPred), {0}, "stablehlo.or");
+    finite = ir::Binary(c.g, "stablehlo.and", finite, ir::Unary(c.g, "stablehlo.not", nan));
+  }
+  Expect(c, finite, -1, "RuntimeError",
+         "torch.histogramdd: dimension " + std::to_string(k) + "'s range is not finite");
+  Value same = ir::Compare(c.g, lo, hi, "EQ");
+  Value half = ir::Constant(c.g, 0.5, t);
+  lo = ir::Select(c.g, same, ir::Binary(c.g, "stablehlo.subtract", lo, half), lo);
+  hi = ir::Select(c.g, same, ir::Binary(c.g, "stablehlo.add", hi, half), hi);
   return CallRule(c, "aten::linspace", "",
                   {{"start", ValueArg(lo)}, {"end", ValueArg(hi)}, {"steps", IntArg(bins + 1)}},
                   {Type{t, {bins + 1}}})[0];
 }
 
-// hist [bins] of flat x [N] (weights w [N] or -1) over `edges` [bins + 1].
-Value Count(Ctx& c, Value x, Value w, Value edges, DType t) {
-  const int64_t n = c.T(x).dims[0], bins = c.T(edges).dims[0] - 1;
+// Each point's bin along one dim (s64 [N]) and whether it lies within the edges.
+std::pair<Value, Value> Bins(Ctx& c, Value col, Value edges) {
+  const int64_t n = c.T(col).dims[0], bins = c.T(edges).dims[0] - 1;
   Value e = ir::BroadcastInDim(c.g, edges, {n, bins + 1}, {1});
-  Value xb = ir::BroadcastInDim(c.g, x, {n, bins + 1}, {0});
+  Value xb = ir::BroadcastInDim(c.g, col, {n, bins + 1}, {0});
   Value below = ir::Convert(c.g, ir::Compare(c.g, e, xb, "LE"), DType::kS64);
   Value pos = ir::Reduce(c.g, below, ir::Constant(c.g, 0, DType::kS64), {1}, "stablehlo.add");
   pos = ir::Binary(c.g, "stablehlo.subtract", pos, Full(c, 1, DType::kS64, {n}));
   Value lo = ir::BroadcastInDim(c.g, Elem(c, edges, 0), {n}, {});
   Value hi = ir::BroadcastInDim(c.g, Elem(c, edges, bins), {n}, {});
-  pos = ir::Select(c.g, ir::Compare(c.g, x, hi, "EQ"), Full(c, bins - 1, DType::kS64, {n}), pos);
-  Value inside = ir::Binary(c.g, "stablehlo.and", ir::Compare(c.g, x, lo, "GE"),
-                            ir::Compare(c.g, x, hi, "LE"));
-  pos = ir::Select(c.g, inside, pos, Full(c, static_cast<double>(bins), DType::kS64, {n}));
-  Value ones = w < 0 ? Full(c, 1, t, {n}) : w;
-  return ir::Scatter(c.g, Full(c, 0, t, {bins}), AsVector(c, pos), ones, {0}, 0,
-                     ir::ScalarRegion(t, "stablehlo.add"));
+  pos = ir::Select(c.g, ir::Compare(c.g, col, hi, "EQ"), Full(c, bins - 1, DType::kS64, {n}), pos);
+  Value inside = ir::Binary(c.g, "stablehlo.and", ir::Compare(c.g, col, lo, "GE"),
+                            ir::Compare(c.g, col, hi, "LE"));
+  return {pos, inside};
 }
 
-// density: hist / (sum(hist) * bin widths).
-Value Density(Ctx& c, Value hist, Value edges) {
-  const Type t = c.T(hist);
-  const int64_t bins = t.dims[0];
-  Value widths = ir::Binary(c.g, "stablehlo.subtract", ir::Slice(c.g, edges, {1}, {bins + 1}),
-                            ir::Slice(c.g, edges, {0}, {bins}));
-  Value total = ir::Reduce(c.g, hist, ir::Constant(c.g, 0, t.dtype), {0}, "stablehlo.add");
-  return ir::Binary(
-      c.g, "stablehlo.divide", hist,
-      ir::Binary(c.g, "stablehlo.multiply", ir::BroadcastInDim(c.g, total, t.dims, {}), widths));
+// The histogram [bins_0, ..., bins_{D-1}] of the points over each dim's edges, weighted and
+// normalized as the arguments ask.
+Value Hist(Ctx& c, Value pts, const V& edges, DType t) {
+  const int64_t n = c.T(pts).dims[0], dims = static_cast<int64_t>(edges.size());
+  Dims shape;
+  int64_t cells = 1;
+  for (Value e : edges) shape.push_back(c.T(e).dims[0] - 1), cells *= shape.back();
+  Value flat = Full(c, 0, DType::kS64, {n});
+  Value inside = Full(c, 1, DType::kPred, {n});
+  for (int64_t k = 0; k < dims; ++k) {
+    auto [pos, in] = Bins(c, Column(c, pts, k), edges[k]);
+    flat = ir::Binary(c.g, "stablehlo.add",
+                      ir::Binary(c.g, "stablehlo.multiply", flat,
+                                 Full(c, static_cast<double>(shape[k]), DType::kS64, {n})),
+                      pos);
+    inside = ir::Binary(c.g, "stablehlo.and", inside, in);
+  }
+  flat = ir::Select(c.g, inside, flat, Full(c, static_cast<double>(cells), DType::kS64, {n}));
+  Value w =
+      c.Has("weight") ? ir::Reshape(c.g, Cast(c, c.In("weight"), t), {n}) : Full(c, 1, t, {n});
+  Value hist = ir::Scatter(c.g, Full(c, 0, t, {cells}), AsVector(c, flat), w, {0}, 0,
+                           ir::ScalarRegion(t, "stablehlo.add"));
+  hist = ir::Reshape(c.g, hist, shape);
+  if (!c.Bool("density", false)) return hist;
+  // hist / sum(hist), then divided by each dim's bin widths along that dim.
+  Value total = ir::Reduce(c.g, hist, ir::Constant(c.g, 0, t), AllDims(dims), "stablehlo.add");
+  hist = ir::Binary(c.g, "stablehlo.divide", hist, ir::BroadcastInDim(c.g, total, shape, {}));
+  for (int64_t k = 0; k < dims; ++k) {
+    const int64_t b = shape[k];
+    Value widths = ir::Binary(c.g, "stablehlo.subtract", ir::Slice(c.g, edges[k], {1}, {b + 1}),
+                              ir::Slice(c.g, edges[k], {0}, {b}));
+    hist = ir::Binary(c.g, "stablehlo.divide", hist, ir::BroadcastInDim(c.g, widths, shape, {k}));
+  }
+  return hist;
 }
 
-V Finish(Ctx& c, Value x, Value edges, DType t) {
-  Value w = c.Has("weight") ? ir::Reshape(c.g, Cast(c, c.In("weight"), t), {c.T(x).dims[0]}) : -1;
-  Value hist = Count(c, x, w, edges, t);
-  if (c.Bool("density", false)) hist = Density(c, hist, edges);
-  return {Cast(c, hist, c.out[0].dtype), Cast(c, edges, c.out[1].dtype)};
+// Edges for every dim from the int bins and the optional range.
+V EdgesFromCounts(Ctx& c, Value pts, const Dims& bins, DType t) {
+  const std::vector<double> range = c.Doubles("range");  // its size is Meta's check
+  V edges;
+  for (size_t k = 0; k < bins.size(); ++k) {
+    edges.push_back(ColumnEdges(c, Column(c, pts, static_cast<int64_t>(k)), static_cast<int64_t>(k),
+                                bins[k], range, t));
+  }
+  return edges;
 }
 
 V HistogramBinCount(Ctx& c) {
   const DType t = AccOf(c.out[0].dtype);
-  const int64_t bins = c.out[0].dims[0];
-  Value x = Cast(c, c.In("self"), t);
-  const int64_t n = c.T(x).numel();
-  x = ir::Reshape(c.g, x, {n});
-  Value lo, hi;
-  if (c.Has("range")) {
-    std::vector<double> r = c.Doubles("range");
-    if (r.size() != 2) throw ArgError("torch.histogram(): range should have 2 elements");
-    if (r[0] > r[1]) {
-      throw ArgError("torch.histogramdd: min should not exceed max, but got min " +
-                     FormatDouble(r[0]) + " max " + FormatDouble(r[1]) + " for dimension 0");
-    }
-    lo = ir::Constant(c.g, r[0], t), hi = ir::Constant(c.g, r[1], t);
-  } else if (n == 0) {
-    lo = ir::Constant(c.g, 0, t), hi = ir::Constant(c.g, 1, t);
-  } else {
-    lo = ir::Reduce(c.g, x, ir::Constant(c.g, INFINITY, t), {0}, "stablehlo.minimum");
-    hi = ir::Reduce(c.g, x, ir::Constant(c.g, -INFINITY, t), {0}, "stablehlo.maximum");
-  }
-  auto is_finite = [&](Value v) { return c.g.Op1("stablehlo.is_finite", {v}, {DType::kPred, {}}); };
-  Value finite = ir::Binary(c.g, "stablehlo.and", is_finite(lo), is_finite(hi));
-  if (!c.Has("range") && n > 0) {  // XLA's min and max may skip NaNs; CPU's range would be NaN
-    Value nan = ir::Reduce(c.g, ir::Compare(c.g, x, x, "NE"), ir::Constant(c.g, 0, DType::kPred),
-                           {0}, "stablehlo.or");
-    finite = ir::Binary(c.g, "stablehlo.and", finite, ir::Unary(c.g, "stablehlo.not", nan));
-  }
-  Expect(c, finite, -1, "RuntimeError", "torch.histogramdd: dimension 0's range is not finite");
-  Value same = ir::Compare(c.g, lo, hi, "EQ");
-  Value half = ir::Constant(c.g, 0.5, t);
-  lo = ir::Select(c.g, same, ir::Binary(c.g, "stablehlo.subtract", lo, half), lo);
-  hi = ir::Select(c.g, same, ir::Binary(c.g, "stablehlo.add", hi, half), hi);
-  return Finish(c, x, Edges(c, lo, hi, bins, t), t);
+  Value pts = Points(c, 1, t);
+  V edges = EdgesFromCounts(c, pts, {c.out[0].dims[0]}, t);
+  return {Cast(c, Hist(c, pts, edges, t), c.out[0].dtype), Cast(c, edges[0], c.out[1].dtype)};
 }
 
 V HistogramBinEdges(Ctx& c) {
   const DType t = AccOf(c.out[0].dtype);
-  Value x = Cast(c, c.In("self"), t);
-  x = ir::Reshape(c.g, x, {c.T(x).numel()});
   Value edges = Cast(c, c.In("bins"), t);
-  return Finish(c, x, ir::Reshape(c.g, edges, {c.T(edges).numel()}), t);
+  edges = ir::Reshape(c.g, edges, {c.T(edges).numel()});
+  return {Cast(c, Hist(c, Points(c, 1, t), {edges}, t), c.out[0].dtype),
+          Cast(c, edges, c.out[1].dtype)};
+}
+
+int64_t PointDims(Ctx& c) {
+  const Type& x = c.T(c.In("self"));
+  return x.dims.empty() ? 1 : x.dims.back();
+}
+
+// torchtpu::_histogramdd_edges: dim `dim`'s edges (aten/histogramdd.cc gathers them).
+V DdEdgesOfDim(Ctx& c) {
+  const DType t = AccOf(c.out[0].dtype);
+  const int64_t k = c.Int("dim");
+  Value col = Column(c, Points(c, PointDims(c), t), k);
+  return {
+      Cast(c, ColumnEdges(c, col, k, c.Ints("bins")[k], c.Doubles("range"), t), c.out[0].dtype)};
+}
+
+V DdFromCounts(Ctx& c) {
+  const DType t = AccOf(c.out[0].dtype);
+  Value pts = Points(c, PointDims(c), t);
+  return {Cast(c, Hist(c, pts, EdgesFromCounts(c, pts, c.Ints("bins"), t), t), c.out[0].dtype)};
+}
+
+V DdFromTensors(Ctx& c) {
+  const DType t = AccOf(c.out[0].dtype);
+  V edges;
+  for (Value e : c.List("bins")) edges.push_back(ir::Reshape(c.g, Cast(c, e, t), {c.T(e).numel()}));
+  return {Cast(c, Hist(c, Points(c, PointDims(c), t), edges, t), c.out[0].dtype)};
 }
 
 }  // namespace
@@ -120,6 +186,9 @@ V HistogramBinEdges(Ctx& c) {
 void AddHistogramRules(RuleMap& m) {
   m["aten::histogram.bin_ct"] = HistogramBinCount;
   m["aten::histogram.bins_tensor"] = HistogramBinEdges;
+  m["torchtpu::_histogramdd_edges"] = DdEdgesOfDim;
+  m["aten::_histogramdd_from_bin_cts"] = DdFromCounts;
+  m["aten::_histogramdd_from_bin_tensors"] = DdFromTensors;
 }
 
 }  // namespace tpu::lowering

@@ -28,9 +28,7 @@ struct Ops {
   Value Sel(Value p, Value a, Value b) const { return ir::Select(g, p, a, b); }
   // Whether any element of pred p holds.
   Value Any(Value p) const {
-    Dims all(d.size());
-    for (size_t i = 0; i < d.size(); ++i) all[i] = static_cast<int64_t>(i);
-    return ir::Reduce(g, p, ir::Constant(g, 0, DType::kPred), all, "stablehlo.or");
+    return ir::Reduce(g, p, ir::Constant(g, 0, DType::kPred), AllDims(d.size()), "stablehlo.or");
   }
   // |v| kept away from 0 (Lentz's tiny).
   Value Tiny(Value v) const { return Sel(Lt(Abs(v), K(1e-30)), K(1e-30), v); }

@@ -25,12 +25,6 @@ Value Coords(Ctx& c, Value index, int64_t dim, int64_t size) {
   return ir::Concat(c.g, parts, static_cast<int64_t>(dims.size()));
 }
 
-Dims AllDims(int64_t rank) {
-  Dims d(rank);
-  for (int64_t i = 0; i < rank; ++i) d[i] = i;
-  return d;
-}
-
 // Combiner for a reduce name used by scatter / scatter_reduce; bools combine logically.
 std::shared_ptr<ir::Graph> Combiner(DType t, const std::string& reduce) {
   bool pred = t == DType::kPred;

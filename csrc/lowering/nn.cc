@@ -32,11 +32,6 @@ V Done(Ctx& c, Value v) { return {Cast(c, v, c.out[0].dtype)}; }
 Value Sum(Ctx& c, Value x, const Dims& dims) {
   return ir::Reduce(c.g, x, ir::Constant(c.g, 0, c.T(x).dtype), dims, "stablehlo.add");
 }
-Dims AllDims(int64_t rank) {
-  Dims d;
-  for (int64_t i = 0; i < rank; ++i) d.push_back(i);
-  return d;
-}
 Dims AllBut(int64_t rank, int64_t skip) {
   Dims d;
   for (int64_t i = 0; i < rank; ++i) {

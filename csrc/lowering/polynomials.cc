@@ -82,10 +82,9 @@ std::vector<Value> Polynomial(Ctx& c, Family f, bool shifted) {
   };
   Value p = Splat(c, 1, t), q = First(c.g, f, x);
   Value out = ir::Select(c.g, is(c.g, n, 0), p, ir::Select(c.g, is(c.g, n, 1), q, Splat(c, 0, t)));
-  Dims all(t.rank());
-  for (int64_t i = 0; i < t.rank(); ++i) all[i] = i;
   // The loop's last degree (at least 1, where it stops at once).
-  Value top = ir::Reduce(c.g, n, ir::Constant(c.g, 1, DType::kS64), all, "stablehlo.maximum");
+  Value top =
+      ir::Reduce(c.g, n, ir::Constant(c.g, 1, DType::kS64), AllDims(t.rank()), "stablehlo.maximum");
   // State: x, n, P_{k-1}, P_k, the result so far (k counts from 1 up to the largest degree).
   std::vector<Value> init{x, n, p, q, out};
   auto step = [&](Graph& h, Value k, std::vector<Value>& st) {
