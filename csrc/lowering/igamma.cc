@@ -45,6 +45,22 @@ double Eps(DType t) { return t == DType::kF64 ? 2.3e-16 : 1.2e-7; }  // one ulp 
 // Near x = a both need about sqrt(2 a log(1 / eps)) terms: 20000 covers a up to about 5e6.
 constexpr double kMaxTerms = 20000;
 
+// Runs `step(ops, state)` on every element until `done(ops, state)` holds for all (at most
+// kMaxTerms times); converged elements keep their state.
+template <typename Done, typename Step>
+V Converge(Graph& g, const Type& t, const V& init, Done done, Step step) {
+  auto cond = [&](Graph& h, Value j, const V& s) {
+    Ops q{h, t.dtype, t.dims};
+    Value left = ir::Compare(h, j, ir::Constant(h, kMaxTerms, DType::kS64), "LT");
+    return ir::Binary(h, "stablehlo.and", left, q.Any(ir::Unary(h, "stablehlo.not", done(q, s))));
+  };
+  auto body = [&](Graph& h, Value, V& s) {
+    Ops q{h, t.dtype, t.dims};
+    return Frozen(q, done(q, s), s, step(q, s));
+  };
+  return detail::Counted(g, 0, 1, init, cond, body);
+}
+
 // sum_{n >= 0} x^n / (a (a+1) ... (a+n)), the series of P without its prefactor.
 Value Series(Graph& g, Value a, Value x) {
   const Type t = g.type(a);
@@ -53,18 +69,12 @@ Value Series(Graph& g, Value a, Value x) {
   auto done = [&](const Ops& q, const V& s) {
     return ir::Compare(q.g, q.Abs(s[1]), q.Mul(q.Abs(s[3]), q.K(Eps(t.dtype))), "LE");
   };
-  auto cond = [&](Graph& h, Value j, const V& s) {
-    Ops q{h, t.dtype, t.dims};
-    Value left = ir::Compare(h, j, ir::Constant(h, kMaxTerms, DType::kS64), "LT");
-    return ir::Binary(h, "stablehlo.and", left, q.Any(ir::Unary(h, "stablehlo.not", done(q, s))));
-  };
-  auto body = [&](Graph& h, Value, V& s) {
-    Ops q{h, t.dtype, t.dims};
+  auto step = [&](const Ops& q, const V& s) {
     Value ap = q.Add(s[0], q.K(1));
     Value next = q.Mul(s[1], q.Div(s[2], ap));
-    return Frozen(q, done(q, s), s, V{ap, next, s[2], q.Add(s[3], next)});
+    return V{ap, next, s[2], q.Add(s[3], next)};
   };
-  return detail::Counted(g, 0, 1, {a, term, x, term}, cond, body)[3];
+  return Converge(g, t, {a, term, x, term}, done, step)[3];
 }
 
 // Lentz's evaluation of Q's continued fraction, without its prefactor.
@@ -78,22 +88,16 @@ Value Fraction(Graph& g, Value a, Value x) {
   auto done = [&](const Ops& q, const V& s) {
     return ir::Compare(q.g, q.Abs(q.Sub(s[4], q.K(1))), q.K(Eps(t.dtype)), "LE");
   };
-  auto cond = [&](Graph& h, Value j, const V& s) {
-    Ops q{h, t.dtype, t.dims};
-    Value left = ir::Compare(h, j, ir::Constant(h, kMaxTerms, DType::kS64), "LT");
-    return ir::Binary(h, "stablehlo.and", left, q.Any(ir::Unary(h, "stablehlo.not", done(q, s))));
-  };
-  auto body = [&](Graph& h, Value, V& s) {
-    Ops q{h, t.dtype, t.dims};
+  auto step = [&](const Ops& q, const V& s) {
     Value i = q.Add(s[6], q.K(1));
     Value an = q.Mul(q.Sub(q.K(0), i), q.Sub(i, s[5]));
     Value bb = q.Add(s[0], q.K(2));
     Value dd = q.Div(q.K(1), q.Tiny(q.Add(q.Mul(an, s[2]), bb)));
     Value cc = q.Tiny(q.Add(bb, q.Div(an, s[1])));
     Value del = q.Mul(dd, cc);
-    return Frozen(q, done(q, s), s, V{bb, cc, dd, q.Mul(s[3], del), del, s[5], i});
+    return V{bb, cc, dd, q.Mul(s[3], del), del, s[5], i};
   };
-  return detail::Counted(g, 0, 1, init, cond, body)[3];
+  return Converge(g, t, init, done, step)[3];
 }
 
 V Igamma(Ctx& c, bool upper) {
