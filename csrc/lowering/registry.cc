@@ -30,6 +30,7 @@ const RuleMap& Rules() {
     AddCtcRules(m);
     AddHistogramRules(m);
     AddIgammaRules(m);
+    AddBesselRules(m);
     return m;
   }();
   return rules;

@@ -32,5 +32,6 @@ void AddEmbeddingBagRules(RuleMap& m);
 void AddCtcRules(RuleMap& m);
 void AddHistogramRules(RuleMap& m);
 void AddIgammaRules(RuleMap& m);
+void AddBesselRules(RuleMap& m);
 
 }  // namespace tpu::lowering
