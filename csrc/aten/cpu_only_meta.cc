@@ -217,9 +217,13 @@ std::tuple<Tensor, Tensor> HistogramEdges(const Tensor& self, const Tensor& bins
 }
 
 // histogramdd's points: [..., D], D sequences of bins.
-int64_t PointDims(const Tensor& self, size_t sequences, std::optional<at::ArrayRef<double>> range) {
+int64_t PointDims(const Tensor& self, size_t sequences, std::optional<at::ArrayRef<double>> range,
+                  bool counts) {
   TORCH_CHECK(self.dim() >= 2, "torch.histogramdd: input tensor should have at least 2 dimensions");
   const int64_t d = self.size(-1);
+  TORCH_CHECK(
+      !counts || static_cast<int64_t>(sequences) == d,
+      "histogramdd: The size of bins must be equal to the innermost dimension of the input.");
   TORCH_CHECK(static_cast<int64_t>(sequences) == d, "torch.histogramdd: expected ", d,
               " sequences of bin edges for a ", d, "-dimensional histogram but got ", sequences);
   TORCH_CHECK(!range.has_value() || static_cast<int64_t>(range->size()) == 2 * d,
@@ -231,7 +235,7 @@ int64_t PointDims(const Tensor& self, size_t sequences, std::optional<at::ArrayR
 std::vector<Tensor> DdBinEdges(const Tensor& self, at::IntArrayRef bins,
                                std::optional<at::ArrayRef<double>> range,
                                const std::optional<Tensor>& weight, bool) {
-  PointDims(self, bins.size(), range);
+  PointDims(self, bins.size(), range, true);
   HistogramChecks(self, self.sizes(), weight);
   std::vector<Tensor> edges;
   for (size_t k = 0; k < bins.size(); ++k) {
@@ -250,7 +254,7 @@ Tensor DdFromCounts(const Tensor& self, at::IntArrayRef bins,
 
 Tensor DdFromTensors(const Tensor& self, at::TensorList bins, const std::optional<Tensor>& weight,
                      bool) {
-  PointDims(self, bins.size(), std::nullopt);
+  PointDims(self, bins.size(), std::nullopt, false);
   HistogramChecks(self, self.sizes(), weight);
   std::vector<int64_t> shape;
   for (size_t k = 0; k < bins.size(); ++k) {
