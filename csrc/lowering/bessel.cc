@@ -1,11 +1,15 @@
-// Bessel functions of torch.special from their integral representations, summed by the
-// trapezoidal rule, which converges geometrically for these smooth periodic (J) or doubly
-// exponentially decaying (K) integrands:
+// Bessel functions of torch.special from their integral representations, summed by rules that
+// converge geometrically for these integrands: the trapezoidal rule for the smooth periodic (J)
+// and doubly exponentially decaying (K) ones,
 //   J0(x) = (1/pi) int_0^pi cos(x sin t) dt,  J1(x) = (1/pi) int_0^pi sin t sin(x sin t) dt,
-//   K0(x) = int_0^inf e^(-x cosh t) dt,       K1(x) = int_0^inf cosh t e^(-x cosh t) dt.
-// J switches to Hankel's asymptotic expansion above |x| = 60, where 64 nodes no longer resolve
-// the oscillation; K uses its leading small-x terms below 1e-4, where the integrand's tail would
-// need more nodes. Scaled K (e^x K) is summed without the e^-x, so it never underflows.
+//   K0(x) = int_0^inf e^(-x cosh t) dt,       K1(x) = int_0^inf cosh t e^(-x cosh t) dt,
+// and for Y (x > 0)
+//   Y0(x) = (1/pi) int_0^pi sin(x sin t) dt - (2/pi) int_0^inf e^(-x sinh t) dt,
+//   Y1(x) = (1/pi) int_0^pi sin(x sin t - t) dt - (2/pi) int_0^inf sinh t e^(-x sinh t) dt,
+// Gauss-Legendre on [0, pi] and the trapezoidal rule after t = e^((pi/2) sinh u) on the half
+// line. J and Y switch to Hankel's asymptotic expansion for large |x|, where the nodes no longer
+// resolve the oscillation; K uses its series below 1e-4, where the integrand's tail would need
+// more nodes. Scaled K (e^x K) is summed without the e^-x, so it never underflows.
 #include <cmath>
 #include <vector>
 
@@ -50,6 +54,18 @@ std::pair<Value, Value> HankelPq(const Ew& e, Value ax, int nu) {
   return {p, q};
 }
 
+// Hankel's large-x form of J (cosine) or Y (sine): sqrt(2 / (pi x)) (P cos chi - Q sin chi) or
+// (P sin chi + Q cos chi), chi = x - (2 nu + 1) pi / 4.
+Value HankelFar(const Ew& e, Value ax, int nu, bool y) {
+  auto [p, q] = HankelPq(e, ax, nu);
+  Value chi = e.B("stablehlo.subtract", ax, e.K(M_PI / 4 * (2 * nu + 1)));
+  Value cs = e.U("stablehlo.cosine", chi), sn = e.U("stablehlo.sine", chi);
+  Value amp = e.U("stablehlo.sqrt", e.Div(e.K(2 / M_PI), ax));
+  Value v =
+      y ? e.Add(e.Mul(p, sn), e.Mul(q, cs)) : e.B("stablehlo.subtract", e.Mul(p, cs), e.Mul(q, sn));
+  return e.Mul(amp, v);
+}
+
 // J0 or J1 of x (order 0 is even, order 1 odd).
 V BesselJ(Ctx& c, int order) {
   const Type t{AccOf(c.out[0].dtype), c.out[0].dims};
@@ -65,14 +81,96 @@ V BesselJ(Ctx& c, int order) {
     sum = e.Add(sum, term);
   }
   Value quad = e.Div(sum, e.K(kNodes));
-  auto [p, q] = HankelPq(e, ax, order);
-  Value chi = e.B("stablehlo.subtract", ax, e.K(M_PI / 4 * (2 * order + 1)));
-  Value amp = e.U("stablehlo.sqrt", e.Div(e.K(2 / M_PI), ax));
-  Value far = e.Mul(amp, e.B("stablehlo.subtract", e.Mul(p, e.U("stablehlo.cosine", chi)),
-                             e.Mul(q, e.U("stablehlo.sine", chi))));
-  Value r = e.Sel(e.Cmp(ax, 60, "GT"), far, quad);
+  Value r = e.Sel(e.Cmp(ax, 60, "GT"), HankelFar(e, ax, order, false), quad);
   if (order == 1) r = e.Sel(e.Cmp(x, 0, "LT"), e.U("stablehlo.negate", r), r);
   r = e.Sel(e.Cmp(ax, INFINITY, "EQ"), e.K(NAN), r);  // CPU's value at +-inf
+  return {Cast(c, r, c.out[0].dtype)};
+}
+
+// Gauss-Legendre nodes and weights on [0, pi] (Newton's method on P_n, in double on the host).
+std::pair<std::vector<double>, std::vector<double>> LegendreNodes(int n) {
+  std::vector<double> t(n), w(n);
+  for (int i = 0; i < n; ++i) {
+    double z = std::cos(M_PI * (i + 0.75) / (n + 0.5)), dp = 1;
+    for (int it = 0; it < 100; ++it) {
+      double p0 = 1, p1 = z;
+      for (int k = 2; k <= n; ++k) {
+        const double p2 = ((2.0 * k - 1) * z * p1 - (k - 1.0) * p0) / k;
+        p0 = p1, p1 = p2;
+      }
+      dp = n * (z * p1 - p0) / (z * z - 1);
+      const double dz = p1 / dp;
+      z -= dz;
+      if (std::abs(dz) < 1e-16) break;
+    }
+    t[i] = M_PI / 2 * (1 - z);
+    w[i] = M_PI / ((1 - z * z) * dp * dp);  // the [-1, 1] weight 2 / ((1 - z^2) P'^2), times pi/2
+  }
+  return {t, w};
+}
+
+// Y0 or Y1 of x (NaN below 0, -inf at 0).
+V BesselY(Ctx& c, int order) {
+  const Type t{AccOf(c.out[0].dtype), c.out[0].dims};
+  Ew e{c, t};
+  Value x = Cast(c, c.In("self"), t.dtype, t.dims);
+  // (1/pi) int_0^pi sin(x sin t - order t) dt by 64 Gauss-Legendre nodes (|x| <= 25 here).
+  auto [th, wt] = LegendreNodes(64);
+  Value first = e.K(0);
+  for (size_t k = 0; k < th.size(); ++k) {
+    Value arg = e.Add(e.Mul(x, e.K(std::sin(th[k]))), e.K(-order * th[k]));
+    first = e.Add(first, e.Mul(e.K(wt[k] / M_PI), e.U("stablehlo.sine", arg)));
+  }
+  // (2/pi) int_0^inf sinh(t)^order e^(-x sinh t) dt with t = e^((pi/2) sinh u), u in [-4, 4]
+  // at steps of 1/16: each node is exp(-x sinh t + log(weight)), all but x known here.
+  Value second = e.K(0);
+  constexpr double h = 1.0 / 16;
+  for (int k = -64; k <= 64; ++k) {
+    const double u = k * h, tt = std::exp(M_PI / 2 * std::sinh(u));
+    const double s = std::sinh(tt);
+    double logw = std::log(h * tt * M_PI / 2 * std::cosh(u) * 2 / M_PI);
+    if (order == 1) logw += std::log(s);
+    if (!std::isfinite(logw)) continue;  // t so large that the node is 0 for every x > 0
+    Value expo = e.Add(e.Mul(x, e.K(-s)), e.K(logw));
+    second = e.Add(second, e.U("stablehlo.exponential", expo));
+  }
+  Value r = e.B("stablehlo.subtract", first, second);
+  // Below 2 (where the half-line integrand turns too sharp for the nodes), the series: with
+  // y = x^2 / 4, L = log(x / 2) + gamma and H_k = 1 + 1/2 + ... + 1/k,
+  //   Y0 = (2/pi) (L J0 + sum_{k>=1} (-1)^(k+1) H_k y^k / k!^2),
+  //   Y1 = (2/pi) (L J1 - 1/x) - (x / (2 pi)) sum_{k>=0} (-y)^k (H_k + H_{k+1}) / (k! (k+1)!),
+  // 14 terms each (the next is below 1e-20 at x = 2).
+  Value y = e.Mul(e.Mul(x, x), e.K(0.25));
+  Value l = e.Add(e.U("stablehlo.log", e.Mul(x, e.K(0.5))), e.K(0.5772156649015329));
+  Value j = e.K(0), tail = e.K(0), yk = e.K(1);
+  double fact = 1, harmonic = 0;  // k!, H_k
+  for (int k = 0; k < 14; ++k) {
+    if (k > 0) fact *= k, harmonic += 1.0 / k;
+    const double sign = k % 2 == 0 ? 1 : -1, next = harmonic + 1.0 / (k + 1);
+    if (order == 0) {
+      j = e.Add(j, e.Mul(yk, e.K(sign / (fact * fact))));
+      if (k > 0) tail = e.Add(tail, e.Mul(yk, e.K(-sign * harmonic / (fact * fact))));
+    } else {
+      j = e.Add(j, e.Mul(yk, e.K(sign / (fact * fact * (k + 1)))));
+      tail = e.Add(tail, e.Mul(yk, e.K(sign * (harmonic + next) / (fact * fact * (k + 1)))));
+    }
+    yk = e.Mul(yk, y);
+  }
+  Value near;
+  if (order == 0) {
+    near = e.Mul(e.K(2 / M_PI), e.Add(e.Mul(l, j), tail));
+  } else {
+    Value half = e.Mul(x, e.K(0.5));
+    Value j1 = e.Mul(half, j);
+    near = e.B("stablehlo.subtract",
+               e.Mul(e.K(2 / M_PI), e.B("stablehlo.subtract", e.Mul(l, j1), e.Div(e.K(1), x))),
+               e.Mul(e.Mul(half, e.K(1 / M_PI)), tail));
+  }
+  r = e.Sel(e.Cmp(x, 2, "LT"), near, r);
+  r = e.Sel(e.Cmp(x, 25, "GT"), HankelFar(e, x, order, true), r);
+  r = e.Sel(e.Cmp(x, 0, "EQ"), e.K(-INFINITY), r);
+  r = e.Sel(e.Cmp(x, INFINITY, "EQ"), e.K(NAN), r);
+  r = e.Sel(e.Cmp(x, 0, "LT"), e.K(NAN), r);
   return {Cast(c, r, c.out[0].dtype)};
 }
 
@@ -118,6 +216,8 @@ V BesselK(Ctx& c, int order, bool scaled) {
 void AddBesselRules(RuleMap& m) {
   m["aten::special_bessel_j0"] = +[](Ctx& c) { return BesselJ(c, 0); };
   m["aten::special_bessel_j1"] = +[](Ctx& c) { return BesselJ(c, 1); };
+  m["aten::special_bessel_y0"] = +[](Ctx& c) { return BesselY(c, 0); };
+  m["aten::special_bessel_y1"] = +[](Ctx& c) { return BesselY(c, 1); };
   m["aten::special_modified_bessel_k0"] = +[](Ctx& c) { return BesselK(c, 0, false); };
   m["aten::special_modified_bessel_k1"] = +[](Ctx& c) { return BesselK(c, 1, false); };
   m["aten::special_scaled_modified_bessel_k0"] = +[](Ctx& c) { return BesselK(c, 0, true); };
