@@ -211,9 +211,93 @@ V BesselK(Ctx& c, int order, bool scaled) {
   return {Cast(c, r, c.out[0].dtype)};
 }
 
+// Airy's Ai. Below |x| = 1 its Maclaurin series; above, through Bessel functions of order 1/3
+// with zeta = (2/3) |x|^(3/2):
+//   x > 0:  Ai(x) = (1/pi) sqrt(x/3) K_1/3(zeta), K_1/3(zeta) = int_0^inf e^(-zeta cosh t)
+//           cosh(t/3) dt, summed as K0 is;
+//   x < 0:  Ai(x) = (sqrt|x| / 3) (J_1/3 + J_-1/3)(zeta) = (sqrt|x| / 3) ((2/pi) int_0^pi
+//           cos(t/3) cos(zeta sin t) dt + (sqrt 3 / pi) int_0^inf e^(-zeta sinh t) sinh(t/3) dt),
+//           summed as Y is, and for zeta > 25 the oscillating asymptotic series.
+V AiryAi(Ctx& c) {
+  const Type t{AccOf(c.out[0].dtype), c.out[0].dims};
+  Ew e{c, t};
+  Value x = Cast(c, c.In("x"), t.dtype, t.dims);
+  Value ax = e.U("stablehlo.abs", x);
+  Value zeta = e.Mul(e.K(2.0 / 3), e.Mul(ax, e.U("stablehlo.sqrt", ax)));
+  // Maclaurin: Ai(x) = c1 f(x) - c2 g(x), f = sum x^3k / ((2*3)(5*6)...), g = x sum x^3k /
+  // ((3*4)(6*7)...).
+  Value x3 = e.Mul(e.Mul(x, x), x);
+  Value f = e.K(1), g = e.K(1), fk = e.K(1), gk = e.K(1);
+  for (int k = 0; k < 20; ++k) {
+    fk = e.Mul(fk, e.Mul(x3, e.K(1.0 / ((3.0 * k + 2) * (3.0 * k + 3)))));
+    gk = e.Mul(gk, e.Mul(x3, e.K(1.0 / ((3.0 * k + 3) * (3.0 * k + 4)))));
+    f = e.Add(f, fk), g = e.Add(g, gk);
+  }
+  Value near = e.B("stablehlo.subtract", e.Mul(e.K(0.355028053887817239), f),
+                   e.Mul(e.K(0.258819403792806798), e.Mul(x, g)));
+  // x > 0: K_1/3 with nodes narrowed like K0's above zeta = 1.
+  Value w = e.U("stablehlo.rsqrt", e.B("stablehlo.maximum", zeta, e.K(1)));
+  Value ksum = e.K(0);
+  for (int k = 0; k <= kSteps; ++k) {
+    Value u = e.Mul(w, e.K(k * kStep));
+    Value eu = e.U("stablehlo.exponential", u),
+          emu = e.U("stablehlo.exponential", e.U("stablehlo.negate", u));
+    Value ch = e.Mul(e.K(0.5), e.Add(eu, emu));
+    Value third = e.U("stablehlo.exponential", e.Mul(u, e.K(1.0 / 3)));
+    Value ch3 = e.Mul(e.K(0.5), e.Add(third, e.Div(e.K(1), third)));
+    Value term = e.Mul(ch3, e.U("stablehlo.exponential", e.Mul(e.U("stablehlo.negate", zeta), ch)));
+    ksum = e.Add(ksum, k == 0 ? e.Mul(term, e.K(0.5)) : term);
+  }
+  Value kthird = e.Mul(e.Mul(ksum, w), e.K(kStep));
+  Value right = e.Mul(e.Mul(e.K(1 / M_PI), e.U("stablehlo.sqrt", e.Mul(ax, e.K(1.0 / 3)))), kthird);
+  // x < 0, zeta <= 25.
+  auto [th, wt] = LegendreNodes(64);
+  Value osc = e.K(0);
+  for (size_t k = 0; k < th.size(); ++k) {
+    Value cz = e.U("stablehlo.cosine", e.Mul(zeta, e.K(std::sin(th[k]))));
+    osc = e.Add(osc, e.Mul(e.K(wt[k] * std::cos(th[k] / 3) * 2 / M_PI), cz));
+  }
+  Value line = e.K(0);
+  constexpr double h = 1.0 / 16;
+  for (int k = -64; k <= 64; ++k) {
+    const double u = k * h, tt = std::exp(M_PI / 2 * std::sinh(u));
+    const double logw =
+        std::log(h * tt * M_PI / 2 * std::cosh(u) * std::sinh(tt / 3) * std::sqrt(3.0) / M_PI);
+    if (!std::isfinite(logw)) continue;
+    line = e.Add(line,
+                 e.U("stablehlo.exponential", e.Add(e.Mul(zeta, e.K(-std::sinh(tt))), e.K(logw))));
+  }
+  Value left = e.Mul(e.Mul(e.U("stablehlo.sqrt", ax), e.K(1.0 / 3)), e.Add(osc, line));
+  // x < 0, zeta > 25: pi^-1/2 |x|^-1/4 (sin(zeta + pi/4) S_even - cos(zeta + pi/4) S_odd) with
+  // u_k = u_{k-1} (6k - 5)(6k - 3)(6k - 1) / ((2k - 1) 216 k) and alternating signs in each sum.
+  Value inv = e.Div(e.K(1), zeta);
+  Value even = e.K(0), odd = e.K(0), pw = e.K(1);
+  double uk = 1;
+  for (int k = 0; k < 8; ++k) {
+    if (k > 0) uk *= (6.0 * k - 5) * (6.0 * k - 3) * (6.0 * k - 1) / ((2.0 * k - 1) * 216 * k);
+    const double sign = (k / 2) % 2 == 0 ? 1 : -1;
+    Value term = e.Mul(pw, e.K(sign * uk));
+    if (k % 2 == 0)
+      even = e.Add(even, term);
+    else
+      odd = e.Add(odd, term);
+    pw = e.Mul(pw, inv);
+  }
+  Value phase = e.Add(zeta, e.K(M_PI / 4));
+  Value amp = e.Div(e.K(1 / std::sqrt(M_PI)), e.U("stablehlo.sqrt", e.U("stablehlo.sqrt", ax)));
+  Value far = e.Mul(amp, e.B("stablehlo.subtract", e.Mul(e.U("stablehlo.sine", phase), even),
+                             e.Mul(e.U("stablehlo.cosine", phase), odd)));
+  left = e.Sel(e.Cmp(zeta, 25, "GT"), far, left);
+  Value r = e.Sel(e.Cmp(x, 0, "GT"), right, left);
+  r = e.Sel(e.Cmp(ax, 1, "LT"), near, r);
+  r = e.Sel(e.Cmp(ax, INFINITY, "EQ"), e.K(NAN), r);
+  return {Cast(c, r, c.out[0].dtype)};
+}
+
 }  // namespace
 
 void AddBesselRules(RuleMap& m) {
+  m["aten::special_airy_ai"] = AiryAi;
   m["aten::special_bessel_j0"] = +[](Ctx& c) { return BesselJ(c, 0); };
   m["aten::special_bessel_j1"] = +[](Ctx& c) { return BesselJ(c, 1); };
   m["aten::special_bessel_y0"] = +[](Ctx& c) { return BesselY(c, 0); };
