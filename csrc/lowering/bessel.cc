@@ -9,7 +9,8 @@
 // Gauss-Legendre on [0, pi] and the trapezoidal rule after t = e^((pi/2) sinh u) on the half
 // line. J and Y switch to Hankel's asymptotic expansion for large |x|, where the nodes no longer
 // resolve the oscillation; K uses its series below 1e-4, where the integrand's tail would need
-// more nodes. Scaled K (e^x K) is summed without the e^-x, so it never underflows.
+// more nodes. Scaled K (e^x K) is summed without the e^-x, so it never underflows. Airy's Ai is
+// built from the same pieces (see AiryAi).
 #include <cmath>
 #include <vector>
 
