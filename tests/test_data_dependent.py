@@ -92,3 +92,17 @@ def test_lstsq_outputs_per_driver_match_cpu(driver):
                 assert t.shape == e.shape  # gels assumes full rank: its values are undefined
                 continue
             torch.testing.assert_close(t.cpu(), e, atol=1e-4, rtol=1e-4, msg=f"{name}")
+
+
+def test_ldl_factor_matches_lapack_pivots_and_factors():
+    g = torch.Generator().manual_seed(3)
+    for n in (1, 2, 5, 8):
+        a = torch.randn(4, n, n, generator=g)
+        a = a + a.mT
+        a[0, 0, 0] = 0  # a zero leading entry: a 2x2 pivot
+        a[1] = 0  # a zero matrix: info > 0
+        expected = torch.linalg.ldl_factor_ex(a)
+        actual = torch.linalg.ldl_factor_ex(a.to(DEV))
+        assert torch.equal(actual.pivots.cpu(), expected.pivots)  # LAPACK's Bunch-Kaufman choices
+        assert torch.equal(actual.info.cpu(), expected.info)
+        torch.testing.assert_close(actual.LD.cpu(), expected.LD, atol=1e-5, rtol=1e-5)

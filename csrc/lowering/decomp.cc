@@ -1,7 +1,8 @@
-// Dense decompositions (Cholesky, LU, QR) and the solves built on them, for batched float
-// matrices. Cholesky and triangular solves are StableHLO ops; LU and Householder QR are
-// stablehlo.while loops over columns that follow LAPACK's getf2/geqr2/org2r step by step
-// (same pivot choice, same reflector signs) so results match PyTorch CPU closely.
+// Dense decompositions (Cholesky, LU, QR, Bunch-Kaufman LDL^T, Jacobi eigh and SVD) and what is
+// built on them (solves, lstsq, matrix_exp), for batched float matrices. Cholesky and
+// triangular solves are StableHLO ops; LU, Householder QR and LDL^T are stablehlo.while loops
+// over columns that follow LAPACK's getf2/geqr2/org2r/sytf2 step by step (same pivot choices,
+// same reflector signs) so results match PyTorch CPU closely.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -786,6 +787,150 @@ std::vector<Value> LinalgEigh(Ctx& c) {
   return {w, c.out[1].numel() == 0 ? Zeros(c.g, c.out[1]) : v};
 }
 
+// ---- Symmetric indefinite (Bunch-Kaufman) factorization --------------------------------------
+
+// One step of LAPACK's sytf2 (lower) at each matrix's own column k (s64 [batch]): the pivot
+// choice with alpha = (1 + sqrt(17)) / 8, the interchange within the trailing block, and the
+// rank-1 (1x1 pivot) or rank-2 (2x2 pivot) update, exactly as LAPACK orders them.
+std::vector<Value> LdlStep(Graph& h, const std::vector<Value>& s) {
+  Value k = s[0], a = s[1], piv = s[2], info = s[3];
+  const Type t = h.type(a);
+  const int64_t r = t.rank(), n = Rows(t);
+  const Dims batch = Batch(t), vd = Cat(batch, {n});
+  const DType dt = t.dtype;
+  auto at = [&](Value v, const Dims& d) { return Lead(h, v, d); };
+  auto full = [&](double v, const Dims& d) { return Full(h, v, dt, d); };
+  auto idx = [&](double v) { return Full(h, v, DType::kS64, batch); };
+  Value rows = Idx(h, t.dims, r - 2), cols = Idx(h, t.dims, r - 1), vi = Idx(h, vd, r - 2);
+  auto col = [&](Value m, Value j) {
+    return Pick(h, m, Compare(h, cols, at(j, t.dims), "EQ"), r - 1);
+  };
+  auto row = [&](Value m, Value i) {
+    return Pick(h, m, Compare(h, rows, at(i, t.dims), "EQ"), r - 2);
+  };
+  auto elem = [&](Value v, Value i) { return Pick(h, v, Compare(h, vi, at(i, vd), "EQ"), r - 2); };
+  auto abs = [&](Value v) { return ir::Unary(h, "stablehlo.abs", v); };
+  // The largest |v[i]| over i where `in` holds, and the first i reaching it (n when none).
+  auto argmax = [&](Value v, Value in) {
+    Value cand = Select(h, in, abs(v), full(-1, vd));
+    Value mx = ir::Reduce(h, cand, Constant(h, -1, dt), {r - 2}, "stablehlo.maximum");
+    Value hit = Compare(h, cand, at(mx, vd), "EQ");
+    Value first = ir::Reduce(h, Select(h, hit, vi, Full(h, n, DType::kS64, vd)),
+                             Constant(h, n, DType::kS64), {r - 2}, "stablehlo.minimum");
+    return std::pair{ir::Binary(h, "stablehlo.maximum", mx, full(0, batch)), first};
+  };
+  const double alpha = (1 + std::sqrt(17.0)) / 8;
+  Value kv = at(k, vd);
+  Value colk = col(a, k);
+  Value absakk = abs(elem(colk, k));
+  auto [colmax, imax] = argmax(colk, Compare(h, vi, kv, "GT"));
+  imax = Select(h, Compare(h, imax, idx(n), "EQ"), k, imax);
+  Value row_i = row(a, imax), col_i = col(a, imax);
+  Value iv = at(imax, vd);
+  Value before = And(h, Compare(h, vi, kv, "GE"), Compare(h, vi, iv, "LT"));
+  Value rowmax = ir::Binary(h, "stablehlo.maximum", argmax(row_i, before).first,
+                            argmax(col_i, Compare(h, vi, iv, "GT")).first);
+  Value aimax = abs(elem(row_i, imax));
+  Value zero = ir::Binary(
+      h, "stablehlo.or",
+      Compare(h, ir::Binary(h, "stablehlo.maximum", absakk, colmax), full(0, batch), "EQ"),
+      Compare(h, absakk, absakk, "NE"));
+  Value acol = Mul(h, full(alpha, batch), colmax);
+  Value c1 = Compare(h, absakk, acol, "GE");
+  Value c2 = Compare(h, absakk, Mul(h, acol, Div(h, colmax, rowmax)), "GE");
+  Value c3 = Compare(h, aimax, Mul(h, full(alpha, batch), rowmax), "GE");
+  Value keep = ir::Binary(h, "stablehlo.or", zero, ir::Binary(h, "stablehlo.or", c1, c2));
+  Value kp = Select(h, keep, k, imax);
+  Value two = And(h, ir::Unary(h, "stablehlo.not", keep), ir::Unary(h, "stablehlo.not", c3));
+  Value kstep = Select(h, two, idx(2), idx(1));
+  Value kk = Add(h, k, Sub(h, kstep, idx(1)));
+  // The interchange of kk and kp within the trailing block (rows and columns >= k), on its
+  // symmetric completion.
+  Value kt = at(k, t.dims);
+  Value block = And(h, Compare(h, rows, kt, "GE"), Compare(h, cols, kt, "GE"));
+  Value sym = Add(h, Tri(h, a, true), Mt(h, Tri(h, a, true, -1)));
+  auto swap = [&](Value m, Value x, Value y, int64_t dim) {
+    Value ids = dim == r - 2 ? rows : cols;
+    Value lx = Pick(h, m, Compare(h, ids, at(x, t.dims), "EQ"), dim);
+    Value ly = Pick(h, m, Compare(h, ids, at(y, t.dims), "EQ"), dim);
+    return Select(h, Compare(h, ids, at(x, t.dims), "EQ"), Insert(h, ly, t.dims, dim),
+                  Select(h, Compare(h, ids, at(y, t.dims), "EQ"), Insert(h, lx, t.dims, dim), m));
+  };
+  Value moved = swap(swap(sym, kk, kp, r - 2), kk, kp, r - 1);
+  Value a1 = Select(h, And(h, block, at(ir::Unary(h, "stablehlo.not", zero), t.dims)), moved, a);
+  // Rank-1 update (1x1 pivot).
+  Value below = Compare(h, vi, kv, "GT");
+  Value x = Select(h, below, col(a1, k), full(0, vd));
+  Value d11 = Div(h, full(1, batch), elem(col(a1, k), k));
+  Value trail1 = And(h, Compare(h, rows, kt, "GT"), Compare(h, cols, kt, "GT"));
+  Value upd1 =
+      Mul(h, Mul(h, Insert(h, x, t.dims, r - 1), Insert(h, x, t.dims, r - 2)), at(d11, t.dims));
+  Value one = Select(h, trail1, Sub(h, a1, upd1), a1);
+  one = Select(h, And(h, Compare(h, cols, kt, "EQ"), Compare(h, rows, kt, "GT")),
+               Insert(h, Mul(h, x, at(d11, vd)), t.dims, r - 1), one);
+  // Rank-2 update (2x2 pivot at k, k + 1).
+  Value k1 = Add(h, k, idx(1));
+  Value c0 = col(a1, k), cc1 = col(a1, k1);
+  Value below2 = Compare(h, vi, at(k1, vd), "GT");
+  c0 = Select(h, below2, c0, full(0, vd));
+  cc1 = Select(h, below2, cc1, full(0, vd));
+  Value d21 = elem(col(a1, k), k1);
+  Value e11 = Div(h, elem(col(a1, k1), k1), d21);
+  Value e22 = Div(h, elem(col(a1, k), k), d21);
+  Value tt = Div(h, full(1, batch), Sub(h, Mul(h, e11, e22), full(1, batch)));
+  Value f21 = Div(h, tt, d21);
+  Value wk = Mul(h, at(f21, vd), Sub(h, Mul(h, at(e11, vd), c0), cc1));
+  Value wk1 = Mul(h, at(f21, vd), Sub(h, Mul(h, at(e22, vd), cc1), c0));
+  Value trail2 =
+      And(h, Compare(h, rows, at(k1, t.dims), "GT"), Compare(h, cols, at(k1, t.dims), "GT"));
+  Value upd2 = Add(h, Mul(h, Insert(h, c0, t.dims, r - 1), Insert(h, wk, t.dims, r - 2)),
+                   Mul(h, Insert(h, cc1, t.dims, r - 1), Insert(h, wk1, t.dims, r - 2)));
+  Value twos = Select(h, trail2, Sub(h, a1, upd2), a1);
+  Value below2m = Compare(h, rows, at(k1, t.dims), "GT");
+  twos = Select(h, And(h, Compare(h, cols, kt, "EQ"), below2m), Insert(h, wk, t.dims, r - 1), twos);
+  twos = Select(h, And(h, Compare(h, cols, at(k1, t.dims), "EQ"), below2m),
+                Insert(h, wk1, t.dims, r - 1), twos);
+  Value stepped = Select(h, at(two, t.dims), twos, one);
+  Value last = Compare(h, k, idx(n - 1), "GE");  // a 1x1 pivot in the last column updates nothing
+  stepped = Select(h, at(And(h, ir::Unary(h, "stablehlo.not", two), last), t.dims), a1, stepped);
+  Value live = Compare(h, k, idx(n), "LT");
+  Value anew = Select(h, at(And(h, live, ir::Unary(h, "stablehlo.not", zero)), t.dims), stepped, a);
+  // Pivots (1-based; negative for both columns of a 2x2 block) and info.
+  const Dims pd = h.type(piv).dims;
+  Value pi = Idx(h, pd, r - 2);
+  Value kp1 = ir::Convert(h, Add(h, kp, idx(1)), DType::kS32);
+  Value code = Select(h, two, ir::Unary(h, "stablehlo.negate", kp1), kp1);
+  Value mine = And(h, Compare(h, pi, at(k, pd), "GE"), Compare(h, pi, at(kk, pd), "LE"));
+  mine = And(h, mine, at(live, pd));
+  Value pnew = Select(h, mine, at(code, pd), piv);
+  Value none = Compare(h, info, Full(h, 0, DType::kS32, batch), "EQ");
+  Value inew = Select(h, And(h, And(h, zero, none), live),
+                      ir::Convert(h, Add(h, k, idx(1)), DType::kS32), info);
+  Value knew = Select(h, live, Add(h, k, kstep), k);
+  return {knew, anew, pnew, inew};
+}
+
+std::vector<Value> LdlFactor(Ctx& c) {
+  Graph& g = c.g;
+  const Type& lt = c.out[0];
+  if (rt::IsComplex(lt.dtype)) throw LoweringError("complex inputs are not supported");
+  if (lt.numel() == 0) return AllZeros(c);
+  const int64_t n = Rows(lt);
+  const Dims batch = Batch(lt);
+  Value a = Cast(c, c.In("self"), lt.dtype);
+  V init{Full(g, 0, DType::kS64, batch), a, Full(g, 0, DType::kS32, Cat(batch, {n})),
+         Full(g, 0, DType::kS32, batch)};
+  // Each matrix moves on by its own 1 or 2 columns a step, until every one is done.
+  auto open = [&](Graph& h, Value, const V& st) {
+    Value left = Compare(h, st[0], Full(h, n, DType::kS64, batch), "LT");
+    return ir::Reduce(h, left, Constant(h, 0, DType::kPred), AllDims(batch.size()), "stablehlo.or");
+  };
+  auto step = [&](Graph& h, Value, V& st) { return LdlStep(h, st); };
+  V out = detail::Counted(g, 0, 1, init, open, step);
+  return {Tri(g, out[1], true), ir::Convert(g, out[2], c.out[1].dtype),
+          ir::Convert(g, out[3], c.out[2].dtype)};
+}
+
 // ---- Least squares ---------------------------------------------------------------------------
 
 // linalg_lstsq through the SVD, whatever the driver: the minimum-norm solution, which gelsy, gelsd
@@ -899,6 +1044,7 @@ void AddDecompRules(RuleMap& m) {
   m["aten::linalg_cholesky_ex"] = CholeskyEx;
   m["aten::linalg_householder_product"] = LinalgHouseholderProduct;
   m["aten::linalg_inv_ex"] = InvEx;
+  m["aten::linalg_ldl_factor_ex"] = LdlFactor;
   m["aten::linalg_lstsq"] = LinalgLstsq;
   m["aten::linalg_lu"] = LinalgLu;
   m["aten::linalg_matrix_exp"] = MatrixExp;
