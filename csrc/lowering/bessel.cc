@@ -22,18 +22,7 @@ namespace {
 
 using V = std::vector<Value>;
 
-struct Ew {  // elementwise shorthand on one type
-  Ctx& c;
-  Type t;
-  Value K(double v) const { return Splat(c, v, t); }
-  Value B(const char* op, Value a, Value b) const { return ir::Binary(c.g, op, a, b); }
-  Value U(const char* op, Value a) const { return ir::Unary(c.g, op, a); }
-  Value Add(Value a, Value b) const { return B("stablehlo.add", a, b); }
-  Value Mul(Value a, Value b) const { return B("stablehlo.multiply", a, b); }
-  Value Div(Value a, Value b) const { return B("stablehlo.divide", a, b); }
-  Value Sel(Value p, Value a, Value b) const { return ir::Select(c.g, p, a, b); }
-  Value Cmp(Value a, double b, const char* dir) const { return ir::Compare(c.g, a, K(b), dir); }
-};
+using Ew = Elementwise;
 
 constexpr int kNodes = 64;      // J's trapezoid nodes on [0, pi)
 constexpr double kStep = 0.25;  // K's trapezoid step in t
@@ -70,7 +59,7 @@ Value HankelFar(const Ew& e, Value ax, int nu, bool y) {
 // J0 or J1 of x (order 0 is even, order 1 odd).
 V BesselJ(Ctx& c, int order) {
   const Type t{AccOf(c.out[0].dtype), c.out[0].dims};
-  Ew e{c, t};
+  Ew e{c.g, t.dtype, t.dims};
   Value x = Cast(c, c.In("self"), t.dtype, t.dims);
   Value ax = e.U("stablehlo.abs", x);
   Value sum = e.K(0);
@@ -110,31 +99,73 @@ std::pair<std::vector<double>, std::vector<double>> LegendreNodes(int n) {
   return {t, w};
 }
 
+// int_0^pi f(t) dt by 64 Gauss-Legendre nodes: f(t) gives the integrand's value at node t.
+template <typename F>
+Value OverPi(const Ew& e, F f) {
+  static const auto nodes = LegendreNodes(64);
+  Value sum = e.K(0);
+  for (size_t k = 0; k < nodes.first.size(); ++k) {
+    sum = e.Add(sum, e.Mul(e.K(nodes.second[k]), f(nodes.first[k])));
+  }
+  return sum;
+}
+
+// int_0^inf weight(t) e^(-z sinh t) dt with t = e^((pi/2) sinh u), u in [-4, 4] at steps of 1/16:
+// each node is exp(-z sinh t + log(weight(t) dt/du)), all but z known here.
+template <typename W>
+Value OverHalfLine(const Ew& e, Value z, W weight) {
+  constexpr double h = 1.0 / 16;
+  Value sum = e.K(0);
+  for (int k = -64; k <= 64; ++k) {
+    const double u = k * h, tt = std::exp(M_PI / 2 * std::sinh(u));
+    const double logw = std::log(h * tt * M_PI / 2 * std::cosh(u) * weight(tt));
+    if (!std::isfinite(logw)) continue;  // t so large that the node is 0 for every z > 0
+    sum = e.Add(sum, e.U("stablehlo.exponential", e.Add(e.Mul(z, e.K(-std::sinh(tt))), e.K(logw))));
+  }
+  return sum;
+}
+
+// e^z K_nu(z) = int_0^inf e^(-z (cosh t - 1)) cosh(nu t) dt by the trapezoid, with cosh t - 1 =
+// 2 sinh^2(t / 2). Above z = 1 the peak narrows like 1 / sqrt(z), and so do the nodes' spacing
+// and span.
+Value ScaledK(const Ew& e, Value z, double nu) {
+  Value w = e.U("stablehlo.rsqrt", e.B("stablehlo.maximum", z, e.K(1)));
+  auto cosh = [&](Value v) {
+    return e.Mul(e.K(0.5), e.Add(e.U("stablehlo.exponential", v),
+                                 e.U("stablehlo.exponential", e.U("stablehlo.negate", v))));
+  };
+  auto sinh = [&](Value v) {
+    return e.Mul(e.K(0.5), e.B("stablehlo.subtract", e.U("stablehlo.exponential", v),
+                               e.U("stablehlo.exponential", e.U("stablehlo.negate", v))));
+  };
+  Value sum = e.K(0);
+  for (int k = 0; k <= kSteps; ++k) {
+    Value tk = e.Mul(w, e.K(k * kStep));
+    Value sh = sinh(e.Mul(tk, e.K(0.5)));
+    Value ch1 = e.Mul(e.K(2), e.Mul(sh, sh));
+    Value term = e.U("stablehlo.exponential", e.Mul(e.U("stablehlo.negate", z), ch1));
+    if (nu == 1) {
+      term = e.Mul(term, e.Add(ch1, e.K(1)));
+    } else if (nu != 0) {
+      term = e.Mul(term, cosh(e.Mul(tk, e.K(nu))));
+    }
+    sum = e.Add(sum, k == 0 ? e.Mul(term, e.K(0.5)) : term);
+  }
+  return e.Mul(e.Mul(sum, w), e.K(kStep));
+}
+
 // Y0 or Y1 of x (NaN below 0, -inf at 0).
 V BesselY(Ctx& c, int order) {
   const Type t{AccOf(c.out[0].dtype), c.out[0].dims};
-  Ew e{c, t};
+  Ew e{c.g, t.dtype, t.dims};
   Value x = Cast(c, c.In("self"), t.dtype, t.dims);
-  // (1/pi) int_0^pi sin(x sin t - order t) dt by 64 Gauss-Legendre nodes (|x| <= 25 here).
-  auto [th, wt] = LegendreNodes(64);
-  Value first = e.K(0);
-  for (size_t k = 0; k < th.size(); ++k) {
-    Value arg = e.Add(e.Mul(x, e.K(std::sin(th[k]))), e.K(-order * th[k]));
-    first = e.Add(first, e.Mul(e.K(wt[k] / M_PI), e.U("stablehlo.sine", arg)));
-  }
-  // (2/pi) int_0^inf sinh(t)^order e^(-x sinh t) dt with t = e^((pi/2) sinh u), u in [-4, 4]
-  // at steps of 1/16: each node is exp(-x sinh t + log(weight)), all but x known here.
-  Value second = e.K(0);
-  constexpr double h = 1.0 / 16;
-  for (int k = -64; k <= 64; ++k) {
-    const double u = k * h, tt = std::exp(M_PI / 2 * std::sinh(u));
-    const double s = std::sinh(tt);
-    double logw = std::log(h * tt * M_PI / 2 * std::cosh(u) * 2 / M_PI);
-    if (order == 1) logw += std::log(s);
-    if (!std::isfinite(logw)) continue;  // t so large that the node is 0 for every x > 0
-    Value expo = e.Add(e.Mul(x, e.K(-s)), e.K(logw));
-    second = e.Add(second, e.U("stablehlo.exponential", expo));
-  }
+  // The two integrals (|x| <= 25 here).
+  Value first = OverPi(e, [&](double th) {
+    return e.Mul(e.K(1 / M_PI),
+                 e.U("stablehlo.sine", e.Add(e.Mul(x, e.K(std::sin(th))), e.K(-order * th))));
+  });
+  Value second =
+      OverHalfLine(e, x, [&](double tt) { return 2 / M_PI * (order == 1 ? std::sinh(tt) : 1.0); });
   Value r = e.B("stablehlo.subtract", first, second);
   // Below 2 (where the half-line integrand turns too sharp for the nodes), the series: with
   // y = x^2 / 4, L = log(x / 2) + gamma and H_k = 1 + 1/2 + ... + 1/k,
@@ -178,23 +209,9 @@ V BesselY(Ctx& c, int order) {
 // K0 or K1 of x, times e^x when scaled.
 V BesselK(Ctx& c, int order, bool scaled) {
   const Type t{AccOf(c.out[0].dtype), c.out[0].dims};
-  Ew e{c, t};
+  Ew e{c.g, t.dtype, t.dims};
   Value x = Cast(c, c.In(scaled ? "x" : "self"), t.dtype, t.dims);
-  // e^(-x (cosh t - 1)) with cosh t - 1 = 2 sinh^2(t / 2), weighted by cosh t for K1. Above
-  // x = 1 its peak narrows like 1 / sqrt(x), and so do the nodes' spacing and span.
-  Value w = e.U("stablehlo.rsqrt", e.B("stablehlo.maximum", x, e.K(1)));
-  Value sum = e.K(0);
-  for (int k = 0; k <= kSteps; ++k) {
-    Value half = e.Mul(w, e.K(k * kStep / 2));
-    Value sinh_half =
-        e.Mul(e.K(0.5), e.B("stablehlo.subtract", e.U("stablehlo.exponential", half),
-                            e.U("stablehlo.exponential", e.U("stablehlo.negate", half))));
-    Value ch1 = e.Mul(e.K(2), e.Mul(sinh_half, sinh_half));
-    Value term = e.U("stablehlo.exponential", e.Mul(e.U("stablehlo.negate", x), ch1));
-    if (order == 1) term = e.Mul(term, e.Add(ch1, e.K(1)));
-    sum = e.Add(sum, k == 0 ? e.Mul(term, e.K(0.5)) : term);
-  }
-  Value r = e.Mul(e.Mul(sum, w), e.K(kStep));  // e^x K(x)
+  Value r = ScaledK(e, x, order);  // e^x K(x)
   // Below 1e-4, their series to x^2: with L = log(x / 2) + gamma and y = x^2 / 4,
   // K0 = -L (1 + y) + y and K1 = 1 / x + (x / 2) (L - 1/2) (the next terms are below 1e-16).
   Value l = e.Add(e.U("stablehlo.log", e.Mul(x, e.K(0.5))), e.K(0.5772156649015329));
@@ -221,7 +238,7 @@ V BesselK(Ctx& c, int order, bool scaled) {
 //           summed as Y is, and for zeta > 25 the oscillating asymptotic series.
 V AiryAi(Ctx& c) {
   const Type t{AccOf(c.out[0].dtype), c.out[0].dims};
-  Ew e{c, t};
+  Ew e{c.g, t.dtype, t.dims};
   Value x = Cast(c, c.In("x"), t.dtype, t.dims);
   Value ax = e.U("stablehlo.abs", x);
   Value zeta = e.Mul(e.K(2.0 / 3), e.Mul(ax, e.U("stablehlo.sqrt", ax)));
@@ -236,38 +253,17 @@ V AiryAi(Ctx& c) {
   }
   Value near = e.B("stablehlo.subtract", e.Mul(e.K(0.355028053887817239), f),
                    e.Mul(e.K(0.258819403792806798), e.Mul(x, g)));
-  // x > 0: K_1/3 with nodes narrowed like K0's above zeta = 1.
-  Value w = e.U("stablehlo.rsqrt", e.B("stablehlo.maximum", zeta, e.K(1)));
-  Value ksum = e.K(0);
-  for (int k = 0; k <= kSteps; ++k) {
-    Value u = e.Mul(w, e.K(k * kStep));
-    Value eu = e.U("stablehlo.exponential", u),
-          emu = e.U("stablehlo.exponential", e.U("stablehlo.negate", u));
-    Value ch = e.Mul(e.K(0.5), e.Add(eu, emu));
-    Value third = e.U("stablehlo.exponential", e.Mul(u, e.K(1.0 / 3)));
-    Value ch3 = e.Mul(e.K(0.5), e.Add(third, e.Div(e.K(1), third)));
-    Value term = e.Mul(ch3, e.U("stablehlo.exponential", e.Mul(e.U("stablehlo.negate", zeta), ch)));
-    ksum = e.Add(ksum, k == 0 ? e.Mul(term, e.K(0.5)) : term);
-  }
-  Value kthird = e.Mul(e.Mul(ksum, w), e.K(kStep));
+  // x > 0: K_1/3, summed as K0 is.
+  Value kthird =
+      e.Mul(e.U("stablehlo.exponential", e.U("stablehlo.negate", zeta)), ScaledK(e, zeta, 1.0 / 3));
   Value right = e.Mul(e.Mul(e.K(1 / M_PI), e.U("stablehlo.sqrt", e.Mul(ax, e.K(1.0 / 3)))), kthird);
   // x < 0, zeta <= 25.
-  auto [th, wt] = LegendreNodes(64);
-  Value osc = e.K(0);
-  for (size_t k = 0; k < th.size(); ++k) {
-    Value cz = e.U("stablehlo.cosine", e.Mul(zeta, e.K(std::sin(th[k]))));
-    osc = e.Add(osc, e.Mul(e.K(wt[k] * std::cos(th[k] / 3) * 2 / M_PI), cz));
-  }
-  Value line = e.K(0);
-  constexpr double h = 1.0 / 16;
-  for (int k = -64; k <= 64; ++k) {
-    const double u = k * h, tt = std::exp(M_PI / 2 * std::sinh(u));
-    const double logw =
-        std::log(h * tt * M_PI / 2 * std::cosh(u) * std::sinh(tt / 3) * std::sqrt(3.0) / M_PI);
-    if (!std::isfinite(logw)) continue;
-    line = e.Add(line,
-                 e.U("stablehlo.exponential", e.Add(e.Mul(zeta, e.K(-std::sinh(tt))), e.K(logw))));
-  }
+  Value osc = OverPi(e, [&](double th) {
+    return e.Mul(e.K(std::cos(th / 3) * 2 / M_PI),
+                 e.U("stablehlo.cosine", e.Mul(zeta, e.K(std::sin(th)))));
+  });
+  Value line =
+      OverHalfLine(e, zeta, [](double tt) { return std::sinh(tt / 3) * std::sqrt(3.0) / M_PI; });
   Value left = e.Mul(e.Mul(e.U("stablehlo.sqrt", ax), e.K(1.0 / 3)), e.Add(osc, line));
   // x < 0, zeta > 25: pi^-1/2 |x|^-1/4 (sin(zeta + pi/4) S_even - cos(zeta + pi/4) S_odd) with
   // u_k = u_{k-1} (6k - 5)(6k - 3)(6k - 1) / ((2k - 1) 216 k) and alternating signs in each sum.

@@ -15,17 +15,17 @@ namespace {
 
 using V = std::vector<Value>;
 
-Value Full(Graph& g, double v, DType t, const Dims& d) { return ir::Constant(g, v, t, d); }
 Value Bin(Graph& g, const char* op, Value a, Value b) { return ir::Binary(g, op, a, b); }
-Value NegInf(Graph& g, const Type& t) { return Full(g, -INFINITY, t.dtype, t.dims); }
+Value NegInf(Graph& g, const Type& t) { return ir::Constant(g, -INFINITY, t.dtype, t.dims); }
 
 // Elementwise log(sum(exp(x))) over xs; -inf where all are -inf.
 Value LogSumExp(Graph& g, const V& xs) {
   const Type t = g.type(xs[0]);
   Value m = xs[0];
   for (size_t i = 1; i < xs.size(); ++i) m = Bin(g, "stablehlo.maximum", m, xs[i]);
-  Value safe = ir::Select(g, ir::Compare(g, m, NegInf(g, t), "EQ"), Full(g, 0, t.dtype, t.dims), m);
-  Value sum = Full(g, 0, t.dtype, t.dims);
+  Value safe =
+      ir::Select(g, ir::Compare(g, m, NegInf(g, t), "EQ"), ir::Constant(g, 0, t.dtype, t.dims), m);
+  Value sum = ir::Constant(g, 0, t.dtype, t.dims);
   for (Value x : xs) {
     Value e = ir::Unary(g, "stablehlo.exponential", Bin(g, "stablehlo.subtract", x, safe));
     sum = Bin(g, "stablehlo.add", sum, e);
@@ -85,7 +85,7 @@ Extended Extend(Ctx& c, Value log_probs, int64_t len) {
     }
   }
   Value tg = Cast(c, c.In("targets"), DType::kS64);
-  Value labels = Full(g, blank, DType::kS64, {n, s});
+  Value labels = ir::Constant(g, blank, DType::kS64, {n, s});
   if (s > 0 && c.T(tg).rank() == 2) {
     labels = ir::Slice(g, tg, {0, 0}, {n, s});
   } else if (s > 0) {
@@ -98,16 +98,17 @@ Extended Extend(Ctx& c, Value log_probs, int64_t len) {
     labels = ir::Reshape(
         g, ir::Gather(g, tg, ir::Reshape(g, ir::ConstantI64(g, at), {n * s, 1}), {0}, 0), {n, s});
   }
-  Value ext = Full(g, blank, DType::kS64, {n, 1});
+  Value ext = ir::Constant(g, blank, DType::kS64, {n, 1});
   if (s > 0) {
     Value pairs = ir::Concat(
-        g, {Full(g, blank, DType::kS64, {n, s, 1}), ir::Reshape(g, labels, {n, s, 1})}, 2);
+        g, {ir::Constant(g, blank, DType::kS64, {n, s, 1}), ir::Reshape(g, labels, {n, s, 1})}, 2);
     ext = ir::Concat(g, {ir::Reshape(g, pairs, {n, 2 * s}), ext}, 1);
   }
   Value pos = ir::Iota(g, {DType::kS64, {n, len}}, 1);
-  Value before = Shift(g, ext, 2, Full(g, blank, DType::kS64, {n, len}));
-  e.skip = Bin(g, "stablehlo.and", ir::Compare(g, pos, Full(g, 2, DType::kS64, {n, len}), "GE"),
-               ir::Compare(g, ext, before, "NE"));
+  Value before = Shift(g, ext, 2, ir::Constant(g, blank, DType::kS64, {n, len}));
+  e.skip =
+      Bin(g, "stablehlo.and", ir::Compare(g, pos, ir::Constant(g, 2, DType::kS64, {n, len}), "GE"),
+          ir::Compare(g, ext, before, "NE"));
   Value rows = ir::Iota(g, {DType::kS64, {n, len, 1}}, 0);
   e.where = ir::Concat(g, {rows, ir::Reshape(g, ext, {n, len, 1})}, 2);
   e.lp = ir::Gather(g, log_probs, e.where, {1, 2}, 1);
@@ -124,11 +125,12 @@ V CtcLoss(Ctx& c) {
   if (steps == 0 || n == 0) return {Splat(c, 0, c.out[0]), Splat(c, 0, c.out[1])};
   const Type row{acc, {n, len}};
   Value pos = ir::Iota(g, {DType::kS64, {n, len}}, 1);
-  Value has_label =
-      ir::Compare(g, PerSequence(g, e.tgt_len, {n, len}), Full(g, 0, DType::kS64, {n, len}), "GT");
-  Value start = Bin(g, "stablehlo.or", ir::Compare(g, pos, Full(g, 0, DType::kS64, {n, len}), "EQ"),
-                    Bin(g, "stablehlo.and", has_label,
-                        ir::Compare(g, pos, Full(g, 1, DType::kS64, {n, len}), "EQ")));
+  Value has_label = ir::Compare(g, PerSequence(g, e.tgt_len, {n, len}),
+                                ir::Constant(g, 0, DType::kS64, {n, len}), "GT");
+  Value start =
+      Bin(g, "stablehlo.or", ir::Compare(g, pos, ir::Constant(g, 0, DType::kS64, {n, len}), "EQ"),
+          Bin(g, "stablehlo.and", has_label,
+              ir::Compare(g, pos, ir::Constant(g, 1, DType::kS64, {n, len}), "EQ")));
   Value zero = ir::Constant(g, 0, DType::kS64);
   Value alpha = ir::Select(g, start, Step(g, e.lp, zero), NegInf(g, row));
   Value all = PutStep(g, NegInf(g, {acc, {steps, n, len}}), alpha, zero);
@@ -151,7 +153,7 @@ V CtcLoss(Ctx& c) {
     return ir::Gather(g, all, ir::Reshape(g, ir::ConstantI64(g, at), {n, 3}), {0, 1, 2}, 0);
   };
   Value labelled =
-      ir::Compare(g, PerSequence(g, e.tgt_len, {n}), Full(g, 0, DType::kS64, {n}), "GT");
+      ir::Compare(g, PerSequence(g, e.tgt_len, {n}), ir::Constant(g, 0, DType::kS64, {n}), "GT");
   Value two = ir::Select(g, labelled, pick(second), NegInf(g, {acc, {n}}));
   Value nll = ir::Unary(g, "stablehlo.negate", LogSumExp(g, {pick(last), two}));
   return {Cast(c, nll, c.out[0].dtype), Cast(c, ir::Transpose(g, all, {1, 0, 2}), c.out[1].dtype)};
@@ -172,24 +174,25 @@ V CtcLossBackward(Ctx& c) {
   Value nll = Cast(c, c.In("neg_log_likelihood"), acc, {n});
   Value gout = Cast(c, c.In("grad"), acc, {n});
   // Sequences whose gradient is zero whatever it computes to: zero_infinity's infinite losses.
-  Value kept = Full(g, 1, DType::kPred, {n});
+  Value kept = ir::Constant(g, 1, DType::kPred, {n});
   if (c.Bool("zero_infinity", false)) {
-    kept = ir::Compare(g, nll, Full(g, INFINITY, acc, {n}), "NE");
+    kept = ir::Compare(g, nll, ir::Constant(g, INFINITY, acc, {n}), "NE");
   }
   Dims last_step(n), end(n);
   for (int64_t i = 0; i < n; ++i) last_step[i] = e.in_len[i] - 1, end[i] = 2 * e.tgt_len[i];
   Value pos = ir::Iota(g, {DType::kS64, {n, len}}, 1);
   Value ends = PerSequence(g, end, {n, len});
-  Value has_label = ir::Compare(g, ends, Full(g, 0, DType::kS64, {n, len}), "GT");
+  Value has_label = ir::Compare(g, ends, ir::Constant(g, 0, DType::kS64, {n, len}), "GT");
   Value finish = Bin(
       g, "stablehlo.or", ir::Compare(g, pos, ends, "EQ"),
       Bin(g, "stablehlo.and", has_label,
-          ir::Compare(g, pos, Bin(g, "stablehlo.subtract", ends, Full(g, 1, DType::kS64, {n, len})),
+          ir::Compare(g, pos,
+                      Bin(g, "stablehlo.subtract", ends, ir::Constant(g, 1, DType::kS64, {n, len})),
                       "EQ")));
   Value valid = ir::Compare(g, pos, ends, "LE");
-  Value skip_up = Shift(g, e.skip, -2, Full(g, 0, DType::kPred, {n, len}));
+  Value skip_up = Shift(g, e.skip, -2, ir::Constant(g, 0, DType::kPred, {n, len}));
   Value beta = NegInf(g, {acc, {n, len}});
-  Value grads = Full(g, 0, acc, {steps, n, classes});
+  Value grads = ir::Constant(g, 0, acc, {steps, n, classes});
   Value lastv = ir::ConstantI64(g, last_step);
   V state{beta, grads, e.lp, e.where, skip_up, finish, valid, la, lpf, lastv, nll, gout, kept};
   V out = For(g, steps - 1, -1, -1, state, [&](Graph& h, Value t, V& s) {
@@ -207,10 +210,11 @@ V CtcLossBackward(Ctx& c) {
     // log of sum over s with label c of alpha beta, per class, shifted by each row's maximum.
     Value ab = Bin(h, "stablehlo.add", Step(h, s[7], t), next);
     Value m = ir::Reduce(h, ab, ir::Constant(h, -INFINITY, acc), {1}, "stablehlo.maximum");
-    m = ir::Select(h, ir::Compare(h, m, NegInf(h, {acc, {n}}), "EQ"), Full(h, 0, acc, {n}), m);
+    m = ir::Select(h, ir::Compare(h, m, NegInf(h, {acc, {n}}), "EQ"), ir::Constant(h, 0, acc, {n}),
+                   m);
     Value scaled = ir::Unary(h, "stablehlo.exponential",
                              Bin(h, "stablehlo.subtract", ab, per_row(m, {n, len})));
-    Value sums = ir::Scatter(h, Full(h, 0, acc, {n, classes}), s[3], scaled, {0, 1}, 0,
+    Value sums = ir::Scatter(h, ir::Constant(h, 0, acc, {n, classes}), s[3], scaled, {0, 1}, 0,
                              ir::ScalarRegion(acc, "stablehlo.add"));
     Value lcab =
         Bin(h, "stablehlo.add", ir::Unary(h, "stablehlo.log", sums), per_row(m, {n, classes}));
@@ -221,7 +225,7 @@ V CtcLossBackward(Ctx& c) {
                    ir::Unary(h, "stablehlo.exponential", bias));
     gr = Bin(h, "stablehlo.multiply", gr, per_row(s[11], {n, classes}));
     Value live = Bin(h, "stablehlo.and", ir::Compare(h, tn, s[9], "LE"), s[12]);
-    gr = ir::Select(h, per_row(live, {n, classes}), gr, Full(h, 0, acc, {n, classes}));
+    gr = ir::Select(h, per_row(live, {n, classes}), gr, ir::Constant(h, 0, acc, {n, classes}));
     V r = s;
     r[0] = next;
     r[1] = PutStep(h, s[1], gr, t);

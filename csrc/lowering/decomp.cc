@@ -859,9 +859,12 @@ std::vector<Value> LdlStep(Graph& h, const std::vector<Value>& s) {
   Value moved = swap(swap(sym, kk, kp, r - 2), kk, kp, r - 1);
   Value a1 = Select(h, And(h, block, at(ir::Unary(h, "stablehlo.not", zero), t.dims)), moved, a);
   // Rank-1 update (1x1 pivot).
+  Value k1 = Add(h, k, idx(1));
+  Value ak = col(a1, k), ak1 = col(a1, k1);  // columns k and k + 1 after the interchange
+  Value akk = elem(ak, k);
   Value below = Compare(h, vi, kv, "GT");
-  Value x = Select(h, below, col(a1, k), full(0, vd));
-  Value d11 = Div(h, full(1, batch), elem(col(a1, k), k));
+  Value x = Select(h, below, ak, full(0, vd));
+  Value d11 = Div(h, full(1, batch), akk);
   Value trail1 = And(h, Compare(h, rows, kt, "GT"), Compare(h, cols, kt, "GT"));
   Value upd1 =
       Mul(h, Mul(h, Insert(h, x, t.dims, r - 1), Insert(h, x, t.dims, r - 2)), at(d11, t.dims));
@@ -869,14 +872,12 @@ std::vector<Value> LdlStep(Graph& h, const std::vector<Value>& s) {
   one = Select(h, And(h, Compare(h, cols, kt, "EQ"), Compare(h, rows, kt, "GT")),
                Insert(h, Mul(h, x, at(d11, vd)), t.dims, r - 1), one);
   // Rank-2 update (2x2 pivot at k, k + 1).
-  Value k1 = Add(h, k, idx(1));
-  Value c0 = col(a1, k), cc1 = col(a1, k1);
   Value below2 = Compare(h, vi, at(k1, vd), "GT");
-  c0 = Select(h, below2, c0, full(0, vd));
-  cc1 = Select(h, below2, cc1, full(0, vd));
-  Value d21 = elem(col(a1, k), k1);
-  Value e11 = Div(h, elem(col(a1, k1), k1), d21);
-  Value e22 = Div(h, elem(col(a1, k), k), d21);
+  Value c0 = Select(h, below2, ak, full(0, vd));
+  Value cc1 = Select(h, below2, ak1, full(0, vd));
+  Value d21 = elem(ak, k1);
+  Value e11 = Div(h, elem(ak1, k1), d21);
+  Value e22 = Div(h, akk, d21);
   Value tt = Div(h, full(1, batch), Sub(h, Mul(h, e11, e22), full(1, batch)));
   Value f21 = Div(h, tt, d21);
   Value wk = Mul(h, at(f21, vd), Sub(h, Mul(h, at(e11, vd), c0), cc1));

@@ -18,7 +18,6 @@ using V = std::vector<Value>;
 enum Mode { kSum = 0, kMean = 1, kMax = 2 };
 
 Value Flat(Ctx& c, Value x) { return ir::Reshape(c.g, x, {c.T(x).numel()}); }
-Value Scalar(Ctx& c, double v, DType t, const Dims& dims) { return ir::Constant(c.g, v, t, dims); }
 Value AddRegionScatter(Ctx& c, Value into, Value at, Value updates) {
   return ir::Scatter(c.g, into, AsVector(c, at), updates, {0}, 0,
                      ir::ScalarRegion(c.T(into).dtype, "stablehlo.add"));
@@ -27,11 +26,12 @@ Value AddRegionScatter(Ctx& c, Value into, Value at, Value updates) {
 // Which indices take part: not padding, and in a bag (bag < bags).
 Value Kept(Ctx& c, Value rows, Value bag, int64_t bags, int64_t pad) {
   const Dims& d = c.T(rows).dims;
-  Value keep = ir::Compare(c.g, bag, Scalar(c, static_cast<double>(bags), DType::kS64, d), "LT");
+  Value keep =
+      ir::Compare(c.g, bag, ir::Constant(c.g, static_cast<double>(bags), DType::kS64, d), "LT");
   if (pad < 0) return keep;
   return ir::Binary(
       c.g, "stablehlo.and", keep,
-      ir::Compare(c.g, rows, Scalar(c, static_cast<double>(pad), DType::kS64, d), "NE"));
+      ir::Compare(c.g, rows, ir::Constant(c.g, static_cast<double>(pad), DType::kS64, d), "NE"));
 }
 
 // The rows of `table` ([R, D]) that `at` ([L]) names, each scaled by `scale` ([L]) when given.
@@ -61,11 +61,13 @@ V EmbeddingBag(Ctx& c) {
   ExpectIndex(c, ind, num_rows, false, "IndexError", "index out of range in self");
   if (o > 0) {
     Value first = ir::Reshape(c.g, ir::Slice(c.g, off, {0}, {1}), {});
-    Expect(c, ir::Compare(c.g, first, Scalar(c, 0, DType::kS64, {}), "EQ"), first, "RuntimeError",
+    Expect(c, ir::Compare(c.g, first, ir::Constant(c.g, 0, DType::kS64, {}), "EQ"), first,
+           "RuntimeError",
            "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
            "position 0. However, got {}");
     Value last = ir::Reshape(c.g, ir::Slice(c.g, off, {o - 1}, {o}), {});
-    Expect(c, ir::Compare(c.g, last, Scalar(c, static_cast<double>(n), DType::kS64, {}), "LE"),
+    Expect(c,
+           ir::Compare(c.g, last, ir::Constant(c.g, static_cast<double>(n), DType::kS64, {}), "LE"),
            last, "RuntimeError",
            "offsets[-1] can not be greater than input's length " + std::to_string(n) +
                " but got offsets[-1] of {}");
@@ -74,49 +76,49 @@ V EmbeddingBag(Ctx& c) {
   DType acc = AccOf(c.out[0].dtype);
   Value rows = Flat(c, Cast(c, ind, DType::kS64));
   // marks[p]: how many offsets are p; a bag is their running count - 1 (bags and beyond: none).
-  Value marks =
-      AddRegionScatter(c, Scalar(c, 0, DType::kS64, {n}), off, Scalar(c, 1, DType::kS64, {o}));
+  Value marks = AddRegionScatter(c, ir::Constant(c.g, 0, DType::kS64, {n}), off,
+                                 ir::Constant(c.g, 1, DType::kS64, {o}));
   Value bag = CallRule(c, "aten::cumsum", "", {{"self", ValueArg(marks)}, {"dim", IntArg(0)}},
                        {Type{DType::kS64, {n}}})[0];
-  bag = ir::Binary(c.g, "stablehlo.subtract", bag, Scalar(c, 1, DType::kS64, {n}));
+  bag = ir::Binary(c.g, "stablehlo.subtract", bag, ir::Constant(c.g, 1, DType::kS64, {n}));
   Value keep = Kept(c, rows, bag, bags, pad);
   Value psw = c.Has("per_sample_weights") ? Flat(c, Cast(c, c.In("per_sample_weights"), acc)) : -1;
   Value r = Rows(c, Cast(c, c.In("weight"), acc), rows, psw);
-  Value size = AddRegionScatter(c, Scalar(c, 0, DType::kS64, {bags}), bag,
+  Value size = AddRegionScatter(c, ir::Constant(c.g, 0, DType::kS64, {bags}), bag,
                                 ir::Convert(c.g, keep, DType::kS64));
-  Value nonempty = ir::Compare(c.g, size, Scalar(c, 0, DType::kS64, {bags}), "GT");
+  Value nonempty = ir::Compare(c.g, size, ir::Constant(c.g, 0, DType::kS64, {bags}), "GT");
   Value out;
   if (mode == kMax) {
-    Value lowest = Scalar(c, -INFINITY, acc, {bags, width});
+    Value lowest = ir::Constant(c.g, -INFINITY, acc, {bags, width});
     Value dropped = ir::Select(c.g, ir::BroadcastInDim(c.g, keep, {n, width}, {0}), r,
-                               Scalar(c, -INFINITY, acc, {n, width}));
+                               ir::Constant(c.g, -INFINITY, acc, {n, width}));
     out = ir::Scatter(c.g, lowest, AsVector(c, bag), dropped, {0}, 0,
                       ir::ScalarRegion(acc, "stablehlo.maximum"));
     // The first index in its bag that reaches the maximum (CPU updates on a strictly larger one).
-    Value hit =
-        ir::Compare(c.g, dropped,
-                    Rows(c, out, ir::Select(c.g, keep, bag, Scalar(c, 0, DType::kS64, {n}))), "EQ");
+    Value hit = ir::Compare(
+        c.g, dropped,
+        Rows(c, out, ir::Select(c.g, keep, bag, ir::Constant(c.g, 0, DType::kS64, {n}))), "EQ");
     hit = ir::Binary(c.g, "stablehlo.and", hit, ir::BroadcastInDim(c.g, keep, {n, width}, {0}));
     Value pos = ir::Select(c.g, hit, ir::Iota(c.g, {DType::kS64, {n, width}}, 0),
-                           Scalar(c, static_cast<double>(n), DType::kS64, {n, width}));
-    Value first = ir::Scatter(c.g, Scalar(c, static_cast<double>(n), DType::kS64, {bags, width}),
-                              AsVector(c, bag), pos, {0}, 0,
-                              ir::ScalarRegion(DType::kS64, "stablehlo.minimum"));
-    Value at = Flat(c, ir::Clamp(c.g, Scalar(c, 0, DType::kS64, {}), first,
-                                 Scalar(c, static_cast<double>(n - 1), DType::kS64, {})));
+                           ir::Constant(c.g, static_cast<double>(n), DType::kS64, {n, width}));
+    Value first = ir::Scatter(
+        c.g, ir::Constant(c.g, static_cast<double>(n), DType::kS64, {bags, width}),
+        AsVector(c, bag), pos, {0}, 0, ir::ScalarRegion(DType::kS64, "stablehlo.minimum"));
+    Value at = Flat(c, ir::Clamp(c.g, ir::Constant(c.g, 0, DType::kS64, {}), first,
+                                 ir::Constant(c.g, static_cast<double>(n - 1), DType::kS64, {})));
     Value arg = ir::Reshape(c.g, ir::Gather(c.g, rows, AsVector(c, at), {0}, 0), {bags, width});
     Value full = ir::BroadcastInDim(c.g, nonempty, {bags, width}, {0});
-    out = ir::Select(c.g, full, out, Scalar(c, 0, acc, {bags, width}));
+    out = ir::Select(c.g, full, out, ir::Constant(c.g, 0, acc, {bags, width}));
     if (c.out[3].dims == Dims{bags, width}) {
-      res[3] = ir::Select(c.g, full, arg, Scalar(c, 0, DType::kS64, {bags, width}));
+      res[3] = ir::Select(c.g, full, arg, ir::Constant(c.g, 0, DType::kS64, {bags, width}));
     }
   } else {
-    out = AddRegionScatter(c, Scalar(c, 0, acc, {bags, width}), bag, Masked(c, keep, r));
+    out = AddRegionScatter(c, ir::Constant(c.g, 0, acc, {bags, width}), bag, Masked(c, keep, r));
     if (mode == kMean) {
-      Value denom = ir::Convert(
-          c.g,
-          ir::Clamp(c.g, Scalar(c, 1, DType::kS64, {}), size, Scalar(c, 9e18, DType::kS64, {})),
-          acc);
+      Value denom = ir::Convert(c.g,
+                                ir::Clamp(c.g, ir::Constant(c.g, 1, DType::kS64, {}), size,
+                                          ir::Constant(c.g, 9e18, DType::kS64, {})),
+                                acc);
       out = ir::Binary(c.g, "stablehlo.divide", out,
                        ir::BroadcastInDim(c.g, denom, {bags, width}, {0}));
     }
@@ -126,7 +128,8 @@ V EmbeddingBag(Ctx& c) {
   const int64_t sizes = c.out[2].numel();
   if (sizes > 0 && c.out[2].rank() == 1) {
     Value s = ir::Slice(c.g, size, {0}, {std::min(sizes, bags)});
-    if (sizes > bags) s = ir::Concat(c.g, {s, Scalar(c, 0, DType::kS64, {sizes - bags})}, 0);
+    if (sizes > bags)
+      s = ir::Concat(c.g, {s, ir::Constant(c.g, 0, DType::kS64, {sizes - bags})}, 0);
     res[2] = Cast(c, s, c.out[2].dtype);
   }
   return res;
@@ -141,7 +144,7 @@ V EmbeddingBagDenseBackward(Ctx& c) {
   Value grad = Cast(c, c.In("grad"), acc);
   const int64_t bags = c.T(grad).dims[0];
   const int64_t mode = c.Int("mode", kSum), pad = c.Int("padding_idx", -1);
-  Value zeros = Scalar(c, 0, acc, {num_rows, width});
+  Value zeros = ir::Constant(c.g, 0, acc, {num_rows, width});
   if (mode == kMax) {
     Value mi = Cast(c, c.In("maximum_indices"), DType::kS64);
     if (c.T(mi).dims != Dims{bags, width} || bags == 0) return {Cast(c, zeros, ot.dtype)};
@@ -149,9 +152,9 @@ V EmbeddingBagDenseBackward(Ctx& c) {
         c.g, {AsVector(c, mi), AsVector(c, ir::Iota(c.g, {DType::kS64, {bags, width}}, 1))}, 2);
     Value size = Cast(c, c.In("bag_size"), DType::kS64);
     Value live = ir::Compare(c.g, ir::Slice(c.g, size, {0}, {bags}),
-                             Scalar(c, 0, DType::kS64, {bags}), "GT");
+                             ir::Constant(c.g, 0, DType::kS64, {bags}), "GT");
     Value g = ir::Select(c.g, ir::BroadcastInDim(c.g, live, {bags, width}, {0}), grad,
-                         Scalar(c, 0, acc, {bags, width}));
+                         ir::Constant(c.g, 0, acc, {bags, width}));
     return {Cast(
         c, ir::Scatter(c.g, zeros, coords, g, {0, 1}, 0, ir::ScalarRegion(acc, "stablehlo.add")),
         ot.dtype)};
@@ -161,21 +164,23 @@ V EmbeddingBagDenseBackward(Ctx& c) {
   if (n == 0 || bags == 0) return {Cast(c, zeros, ot.dtype)};
   Value bag = Flat(c, Cast(c, c.In("offset2bag"), DType::kS64));
   Value keep = Kept(c, rows, bag, bags, pad);
-  Value safe = ir::Select(c.g, keep, bag, Scalar(c, 0, DType::kS64, {n}));
+  Value safe = ir::Select(c.g, keep, bag, ir::Constant(c.g, 0, DType::kS64, {n}));
   Value scale = -1;
   if (mode == kMean) {
     Value size = ir::Convert(c.g, Cast(c, c.In("bag_size"), DType::kS64), acc);
     Value per = ir::Gather(c.g, size, AsVector(c, safe), {0}, 0);
-    scale = ir::Binary(c.g, "stablehlo.divide", Scalar(c, 1, acc, {n}),
-                       ir::Clamp(c.g, Scalar(c, 1, acc, {}), per, Scalar(c, 1e300, acc, {})));
+    scale = ir::Binary(
+        c.g, "stablehlo.divide", ir::Constant(c.g, 1, acc, {n}),
+        ir::Clamp(c.g, ir::Constant(c.g, 1, acc, {}), per, ir::Constant(c.g, 1e300, acc, {})));
   }
   if (c.Has("per_sample_weights")) {
     Value psw = Flat(c, Cast(c, c.In("per_sample_weights"), acc));
     scale = scale < 0 ? psw : ir::Binary(c.g, "stablehlo.multiply", scale, psw);
   }
   if (c.Bool("scale_grad_by_freq", false)) {
-    Value counts = AddRegionScatter(c, Scalar(c, 0, acc, {num_rows}), rows, Scalar(c, 1, acc, {n}));
-    Value inv = ir::Binary(c.g, "stablehlo.divide", Scalar(c, 1, acc, {n}),
+    Value counts = AddRegionScatter(c, ir::Constant(c.g, 0, acc, {num_rows}), rows,
+                                    ir::Constant(c.g, 1, acc, {n}));
+    Value inv = ir::Binary(c.g, "stablehlo.divide", ir::Constant(c.g, 1, acc, {n}),
                            ir::Gather(c.g, counts, AsVector(c, rows), {0}, 0));
     scale = scale < 0 ? inv : ir::Binary(c.g, "stablehlo.multiply", scale, inv);
   }
@@ -194,11 +199,11 @@ V EmbeddingBagPerSampleWeightsBackward(Ctx& c) {
   if (n == 0 || bags == 0) return {Splat(c, 0, ot)};
   Value bag = Flat(c, Cast(c, c.In("offset2bag"), DType::kS64));
   Value keep = Kept(c, rows, bag, bags, c.Int("padding_idx", -1));
-  Value safe = ir::Select(c.g, keep, bag, Scalar(c, 0, DType::kS64, {n}));
+  Value safe = ir::Select(c.g, keep, bag, ir::Constant(c.g, 0, DType::kS64, {n}));
   Value prod = ir::Binary(c.g, "stablehlo.multiply", Rows(c, grad, safe),
                           Rows(c, Cast(c, c.In("weight"), acc), rows));
-  Value dot = ir::Reduce(c.g, prod, Scalar(c, 0, acc, {}), {1}, "stablehlo.add");
-  return {Cast(c, ir::Select(c.g, keep, dot, Scalar(c, 0, acc, {n})), ot.dtype)};
+  Value dot = ir::Reduce(c.g, prod, ir::Constant(c.g, 0, acc, {}), {1}, "stablehlo.add");
+  return {Cast(c, ir::Select(c.g, keep, dot, ir::Constant(c.g, 0, acc, {n})), ot.dtype)};
 }
 
 }  // namespace

@@ -61,6 +61,25 @@ Value Wrap(Ctx& c, Value index, int64_t size);
 // i with a trailing size-1 dim appended: the index vector of a one-dim gather or scatter.
 Value AsVector(Ctx& c, Value i);
 
+// Shorthand for elementwise arithmetic on values of one type (dtype t, dims d) in graph g, for
+// rules that build long formulas (special functions, loop bodies).
+struct Elementwise {
+  Graph& g;
+  DType t;
+  Dims d;
+  Value K(double v) const { return ir::Constant(g, v, t, d); }
+  Value B(const char* op, Value a, Value b) const { return ir::Binary(g, op, a, b); }
+  Value U(const char* op, Value a) const { return ir::Unary(g, op, a); }
+  Value Add(Value a, Value b) const { return B("stablehlo.add", a, b); }
+  Value Sub(Value a, Value b) const { return B("stablehlo.subtract", a, b); }
+  Value Mul(Value a, Value b) const { return B("stablehlo.multiply", a, b); }
+  Value Div(Value a, Value b) const { return B("stablehlo.divide", a, b); }
+  Value Abs(Value a) const { return U("stablehlo.abs", a); }
+  Value Sel(Value p, Value a, Value b) const { return ir::Select(g, p, a, b); }
+  Value Lt(Value a, Value b) const { return ir::Compare(g, a, b, "LT"); }
+  Value Cmp(Value a, double b, const char* dir) const { return ir::Compare(g, a, K(b), dir); }
+};
+
 // Value checks (see Check in rule.h). Expect: every element of pred `ok` holds; `quoted` (shaped
 // like ok, or -1) gives the value the message quotes, taken at the first element that fails.
 void Expect(Ctx& c, Value ok, Value quoted, const std::string& type, const std::string& message);

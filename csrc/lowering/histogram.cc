@@ -17,7 +17,6 @@ namespace {
 
 using V = std::vector<Value>;
 
-Value Full(Ctx& c, double v, DType t, const Dims& d) { return ir::Constant(c.g, v, t, d); }
 Value Elem(Ctx& c, Value x, int64_t i) {
   return ir::Reshape(c.g, ir::Slice(c.g, x, {i}, {i + 1}), {});
 }
@@ -83,10 +82,11 @@ std::pair<Value, Value> Bins(Ctx& c, Value col, Value edges) {
   Value xb = ir::BroadcastInDim(c.g, col, {n, bins + 1}, {0});
   Value below = ir::Convert(c.g, ir::Compare(c.g, e, xb, "LE"), DType::kS64);
   Value pos = ir::Reduce(c.g, below, ir::Constant(c.g, 0, DType::kS64), {1}, "stablehlo.add");
-  pos = ir::Binary(c.g, "stablehlo.subtract", pos, Full(c, 1, DType::kS64, {n}));
+  pos = ir::Binary(c.g, "stablehlo.subtract", pos, ir::Constant(c.g, 1, DType::kS64, {n}));
   Value lo = ir::BroadcastInDim(c.g, Elem(c, edges, 0), {n}, {});
   Value hi = ir::BroadcastInDim(c.g, Elem(c, edges, bins), {n}, {});
-  pos = ir::Select(c.g, ir::Compare(c.g, col, hi, "EQ"), Full(c, bins - 1, DType::kS64, {n}), pos);
+  pos = ir::Select(c.g, ir::Compare(c.g, col, hi, "EQ"),
+                   ir::Constant(c.g, bins - 1, DType::kS64, {n}), pos);
   Value inside = ir::Binary(c.g, "stablehlo.and", ir::Compare(c.g, col, lo, "GE"),
                             ir::Compare(c.g, col, hi, "LE"));
   return {pos, inside};
@@ -99,20 +99,22 @@ Value Hist(Ctx& c, Value pts, const V& edges, DType t) {
   Dims shape;
   int64_t cells = 1;
   for (Value e : edges) shape.push_back(c.T(e).dims[0] - 1), cells *= shape.back();
-  Value flat = Full(c, 0, DType::kS64, {n});
-  Value inside = Full(c, 1, DType::kPred, {n});
+  Value flat = ir::Constant(c.g, 0, DType::kS64, {n});
+  Value inside = ir::Constant(c.g, 1, DType::kPred, {n});
   for (int64_t k = 0; k < dims; ++k) {
     auto [pos, in] = Bins(c, Column(c, pts, k), edges[k]);
-    flat = ir::Binary(c.g, "stablehlo.add",
-                      ir::Binary(c.g, "stablehlo.multiply", flat,
-                                 Full(c, static_cast<double>(shape[k]), DType::kS64, {n})),
-                      pos);
+    flat =
+        ir::Binary(c.g, "stablehlo.add",
+                   ir::Binary(c.g, "stablehlo.multiply", flat,
+                              ir::Constant(c.g, static_cast<double>(shape[k]), DType::kS64, {n})),
+                   pos);
     inside = ir::Binary(c.g, "stablehlo.and", inside, in);
   }
-  flat = ir::Select(c.g, inside, flat, Full(c, static_cast<double>(cells), DType::kS64, {n}));
-  Value w =
-      c.Has("weight") ? ir::Reshape(c.g, Cast(c, c.In("weight"), t), {n}) : Full(c, 1, t, {n});
-  Value hist = ir::Scatter(c.g, Full(c, 0, t, {cells}), AsVector(c, flat), w, {0}, 0,
+  flat = ir::Select(c.g, inside, flat,
+                    ir::Constant(c.g, static_cast<double>(cells), DType::kS64, {n}));
+  Value w = c.Has("weight") ? ir::Reshape(c.g, Cast(c, c.In("weight"), t), {n})
+                            : ir::Constant(c.g, 1, t, {n});
+  Value hist = ir::Scatter(c.g, ir::Constant(c.g, 0, t, {cells}), AsVector(c, flat), w, {0}, 0,
                            ir::ScalarRegion(t, "stablehlo.add"));
   hist = ir::Reshape(c.g, hist, shape);
   if (!c.Bool("density", false)) return hist;

@@ -13,26 +13,15 @@ namespace {
 
 using V = std::vector<Value>;
 
-struct Ops {
-  Graph& g;
-  DType t;
-  Dims d;
-  Value K(double v) const { return ir::Constant(g, v, t, d); }
-  Value B(const char* op, Value a, Value b) const { return ir::Binary(g, op, a, b); }
-  Value Add(Value a, Value b) const { return B("stablehlo.add", a, b); }
-  Value Sub(Value a, Value b) const { return B("stablehlo.subtract", a, b); }
-  Value Mul(Value a, Value b) const { return B("stablehlo.multiply", a, b); }
-  Value Div(Value a, Value b) const { return B("stablehlo.divide", a, b); }
-  Value Abs(Value a) const { return ir::Unary(g, "stablehlo.abs", a); }
-  Value Lt(Value a, Value b) const { return ir::Compare(g, a, b, "LT"); }
-  Value Sel(Value p, Value a, Value b) const { return ir::Select(g, p, a, b); }
-  // Whether any element of pred p holds.
-  Value Any(Value p) const {
-    return ir::Reduce(g, p, ir::Constant(g, 0, DType::kPred), AllDims(d.size()), "stablehlo.or");
-  }
-  // |v| kept away from 0 (Lentz's tiny).
-  Value Tiny(Value v) const { return Sel(Lt(Abs(v), K(1e-30)), K(1e-30), v); }
-};
+using Ops = Elementwise;
+
+// Whether any element of pred p holds.
+Value Any(const Ops& o, Value p) {
+  return ir::Reduce(o.g, p, ir::Constant(o.g, 0, DType::kPred), AllDims(o.d.size()),
+                    "stablehlo.or");
+}
+// |v| kept away from 0 (Lentz's tiny).
+Value Tiny(const Ops& o, Value v) { return o.Sel(o.Lt(o.Abs(v), o.K(1e-30)), o.K(1e-30), v); }
 
 // The next state, except where `stop` holds (converged elements keep theirs).
 V Frozen(const Ops& q, Value stop, const V& old, const V& next) {
@@ -52,7 +41,7 @@ V Converge(Graph& g, const Type& t, const V& init, Done done, Step step) {
   auto cond = [&](Graph& h, Value j, const V& s) {
     Ops q{h, t.dtype, t.dims};
     Value left = ir::Compare(h, j, ir::Constant(h, kMaxTerms, DType::kS64), "LT");
-    return ir::Binary(h, "stablehlo.and", left, q.Any(ir::Unary(h, "stablehlo.not", done(q, s))));
+    return ir::Binary(h, "stablehlo.and", left, Any(q, ir::Unary(h, "stablehlo.not", done(q, s))));
   };
   auto body = [&](Graph& h, Value, V& s) {
     Ops q{h, t.dtype, t.dims};
@@ -82,7 +71,7 @@ Value Fraction(Graph& g, Value a, Value x) {
   const Type t = g.type(a);
   Ops o{g, t.dtype, t.dims};
   Value b = o.Sub(o.Add(x, o.K(1)), a);
-  Value d = o.Div(o.K(1), o.Tiny(b));
+  Value d = o.Div(o.K(1), Tiny(o, b));
   // State: b, c, d, h, last factor, a, i (as a float).
   V init{b, o.K(1e30), d, d, o.K(0), a, o.K(0)};
   auto done = [&](const Ops& q, const V& s) {
@@ -92,8 +81,8 @@ Value Fraction(Graph& g, Value a, Value x) {
     Value i = q.Add(s[6], q.K(1));
     Value an = q.Mul(q.Sub(q.K(0), i), q.Sub(i, s[5]));
     Value bb = q.Add(s[0], q.K(2));
-    Value dd = q.Div(q.K(1), q.Tiny(q.Add(q.Mul(an, s[2]), bb)));
-    Value cc = q.Tiny(q.Add(bb, q.Div(an, s[1])));
+    Value dd = q.Div(q.K(1), Tiny(q, q.Add(q.Mul(an, s[2]), bb)));
+    Value cc = Tiny(q, q.Add(bb, q.Div(an, s[1])));
     Value del = q.Mul(dd, cc);
     return V{bb, cc, dd, q.Mul(s[3], del), del, s[5], i};
   };

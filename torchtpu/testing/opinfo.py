@@ -83,15 +83,23 @@ class Result:
     reason: str = ""
 
 
+def _whole_storage(t: torch.Tensor) -> torch.Tensor:
+    """The whole storage `t` views, as a 1-D tensor of `t`'s dtype on its device."""
+    storage = t.untyped_storage()
+    return torch.empty(0, dtype=t.dtype, device=t.device).set_(
+        storage, 0, (storage.nbytes() // t.itemsize,)
+    )
+
+
 def _to(x: Any, device: str) -> Any:
     if isinstance(x, torch.Tensor):
-        y = x.detach().to(device)
         if x.layout == torch.strided and x.storage_offset() != 0 and device != "cpu":
             # A view into a larger storage (as_strided's partial views): the same view of the
             # whole storage, moved, as a sample made on the device would be.
-            storage = x.untyped_storage()
-            whole = torch.empty(0, dtype=x.dtype).set_(storage, 0, (storage.nbytes() // x.itemsize,))
-            y = whole.to(device).as_strided(x.shape, x.stride(), x.storage_offset()).detach()
+            y = _whole_storage(x).to(device).as_strided(x.shape, x.stride(), x.storage_offset())
+            y = y.detach()
+        else:
+            y = x.detach().to(device)
         return y.requires_grad_(x.requires_grad) if x.is_floating_point() or x.is_complex() else y
     return x
 
@@ -355,9 +363,7 @@ def _to_keeping_aliases(tree: Any, device: str) -> Any:
         key = (storage.data_ptr(), t.dtype)
         if key not in bases:
             try:
-                whole = torch.empty(0, dtype=t.dtype, device=t.device).set_(
-                    storage, 0, (storage.nbytes() // t.itemsize,)
-                )
+                whole = _whole_storage(t)
             except RuntimeError:  # a storage that cannot be viewed whole: move the tensor alone
                 return _to(t, device)
             bases[key] = whole.to(device)
