@@ -123,6 +123,29 @@ def test_complex_solves_and_factorizations_match_cpu():
     same(torch.cholesky_solve(b.to(DEV), chol.to(DEV)), torch.cholesky_solve(b, chol))
 
 
+@pytest.mark.parametrize("shape", [(2, 5, 3), (3, 3), (3, 5)])
+def test_complex_householder_qr_matches_lapack(shape):
+    # zgeqr2/zung2r/zunm2r: the same reflectors (complex tau) and signs as CPU's LAPACK.
+    g = torch.Generator().manual_seed(7)
+    a = torch.randn(shape, dtype=torch.complex64, generator=g)
+    at = a.to(DEV)
+    for mode in ("reduced", "complete", "r"):
+        for ours, cpus in zip(torch.linalg.qr(at, mode=mode), torch.linalg.qr(a, mode=mode)):
+            same(ours, cpus, 1e-4)
+    geqrf, tau = torch.geqrf(a)
+    geqrft, taut = torch.geqrf(at)
+    same(geqrft, geqrf, 1e-4)
+    same(taut, tau, 1e-4)
+    k = min(shape[-2:])
+    geqrf, geqrft = geqrf[..., :k], geqrft[..., :k]  # householder_product needs m >= n
+    same(torch.linalg.householder_product(geqrft, taut), torch.linalg.householder_product(geqrf, tau),
+         1e-4)
+    c = torch.randn(shape[-2], 2, dtype=torch.complex64, generator=g)
+    for transpose in (False, True):
+        same(torch.ormqr(geqrft, taut, c.to(DEV).expand(*shape[:-2], -1, -1), transpose=transpose),
+             torch.ormqr(geqrf, tau, c.expand(*shape[:-2], -1, -1), transpose=transpose), 1e-4)
+
+
 def test_eig_runs_lapack_on_the_host_and_differentiates_on_tpu():
     g = torch.Generator().manual_seed(2)
     x = torch.randn(2, 4, 4, generator=g)

@@ -468,6 +468,32 @@ std::vector<Value> Slogdet(Ctx& c) {
   return {Mul(g, sgn, PermSign(g, f.piv, t)), logabs, f.lu, ir::Convert(g, f.piv, c.out[3].dtype)};
 }
 
+// |x|^2, real for complex x.
+Value AbsSq(Graph& g, Value x) {
+  if (!rt::IsComplex(g.type(x).dtype)) return Mul(g, x, x);
+  Value re = ir::Real(g, x), im = ir::Imag(g, x);
+  return Add(g, Mul(g, re, re), Mul(g, im, im));
+}
+
+// The unit phase x / |x| of complex x (1 where x is 0), and |x| itself.
+std::pair<Value, Value> Phase(Graph& g, Value x) {
+  const Type t = g.type(x);
+  Value mag = ir::Unary(g, "stablehlo.sqrt", AbsSq(g, x));
+  Value zero = Compare(g, mag, Zeros(g, g.type(mag)), "EQ");
+  Value unit = Div(g, x, ir::Complex(g, mag, Zeros(g, g.type(mag))));
+  return {Select(g, zero, Full(g, 1, t.dtype, t.dims), unit), mag};
+}
+
+// x with its line i (a row for dim = rank - 2, a column for rank - 1) multiplied by f [batch].
+Value ScaleLine(Graph& g, Value x, Value i, Value f, int64_t dim) {
+  const Dims& d = g.type(x).dims;
+  Value hit = Compare(g, Idx(g, d, dim), Lead(g, i, d), "EQ");
+  return Select(g, hit, Mul(g, x, Lead(g, f, d)), x);
+}
+
+// x as dtype t: a real rotation's (c, s) applied to complex lines.
+Value AsType(Graph& g, Value x, DType t) { return g.type(x).dtype == t ? x : ir::Convert(g, x, t); }
+
 // ---- Householder QR --------------------------------------------------------------------------
 
 // geqr2: reflectors below the diagonal, R on and above it, and tau ([..., min(m, n)]).
@@ -489,25 +515,28 @@ std::pair<Value, Value> Geqrf(Graph& g, Value a) {
     Value alpha = Pick(h, x, Compare(h, ri, at(cdims), "EQ"), r - 2);
     Value below = Compare(h, ri, at(cdims), "GT");
     Value tail = Select(h, below, x, zeros(cdims));
-    Value xnorm2 =
-        ir::Reduce(h, Mul(h, tail, tail), Constant(h, 0, t.dtype), {r - 2}, "stablehlo.add");
-    // dlarfg: beta = -sign(alpha) * ||(alpha, x)||, tau = (beta - alpha) / beta,
-    // v = x / (alpha - beta); no reflection when x's tail is zero.
-    Value none = Compare(h, xnorm2, zeros(batch), "EQ");
-    Value norm = ir::Unary(h, "stablehlo.sqrt", Add(h, Mul(h, alpha, alpha), xnorm2));
-    Value beta = Select(h, Compare(h, alpha, zeros(batch), "GE"),
-                        ir::Unary(h, "stablehlo.negate", norm), norm);
-    beta = Select(h, none, alpha, beta);
+    const bool complex = rt::IsComplex(t.dtype);
+    const DType real = complex ? rt::RealOf(t.dtype) : t.dtype;
+    Value xnorm2 = ir::Reduce(h, AbsSq(h, tail), Constant(h, 0, real), {r - 2}, "stablehlo.add");
+    // dlarfg (zlarfg): beta = -sign(re alpha) * ||(alpha, x)||, tau = (beta - alpha) / beta,
+    // v = x / (alpha - beta); no reflection when x's tail is zero (and alpha real).
+    Value re = ir::Real(h, alpha), zr = Full(h, 0, real, batch);
+    Value none = Compare(h, xnorm2, zr, "EQ");
+    if (complex) none = And(h, none, Compare(h, ir::Imag(h, alpha), zr, "EQ"));
+    Value norm = ir::Unary(h, "stablehlo.sqrt", Add(h, AbsSq(h, alpha), xnorm2));
+    Value beta = Select(h, Compare(h, re, zr, "GE"), ir::Unary(h, "stablehlo.negate", norm), norm);
+    beta = AsType(h, Select(h, none, re, beta), t.dtype);
     Value tj = Select(h, none, zeros(batch), Div(h, Sub(h, beta, alpha), beta));
     Value one = Full(h, 1, t.dtype, batch);
     Value scal = Select(h, none, one, Div(h, one, Sub(h, alpha, beta)));
     Value v = Mul(h, tail, Insert(h, scal, cdims, r - 2));
     Value v1 = Select(h, Compare(h, ri, at(cdims), "EQ"), Full(h, 1, t.dtype, cdims), v);
-    // Apply H = I - tau v v^T to the columns right of j: A -= tau v (v^T A).
+    // Apply H^H = I - conj(tau) v v^H to the columns right of j: A -= conj(tau) v (v^H A).
     Value vb = Insert(h, v1, dims, r - 1);
-    Value w = ir::Reduce(h, Mul(h, vb, a), Constant(h, 0, t.dtype), {r - 2}, "stablehlo.add");
+    Value w = ir::Reduce(h, Mul(h, ir::Conj(h, vb), a), Constant(h, 0, t.dtype), {r - 2},
+                         "stablehlo.add");
     w = Select(h, Compare(h, Idx(h, rdims, r - 2), at(rdims), "GT"),
-               Mul(h, w, Insert(h, tj, rdims, r - 2)), zeros(rdims));
+               Mul(h, w, Insert(h, ir::Conj(h, tj), rdims, r - 2)), zeros(rdims));
     a = Sub(h, a, Mul(h, vb, Insert(h, w, dims, r - 2)));
     Value is_jj = And(h, is_col, Compare(h, rows, at(dims), "EQ"));
     a = Select(h, is_jj, Lead(h, beta, dims),
@@ -519,7 +548,8 @@ std::pair<Value, Value> Geqrf(Graph& g, Value a) {
   return {out[0], out[1]};
 }
 
-// org2r: the first `ncols` columns of H_1 ... H_k (v_i below the diagonal of column i of v).
+// org2r (ung2r): the first `ncols` columns of H_1 ... H_k (v_i below the diagonal of column i of
+// v).
 Value HouseholderProduct(Graph& g, Value v, Value tau, int64_t ncols) {
   const Type t = g.type(v);
   const Dims batch = Batch(t);
@@ -537,7 +567,9 @@ Value HouseholderProduct(Graph& g, Value v, Value tau, int64_t ncols) {
     vi = Select(h, Compare(h, ri, at(cdims), "EQ"), Full(h, 1, t.dtype, cdims), vi);
     Value ti = Pick(h, tau, Compare(h, Idx(h, kd, r - 2), at(kd), "EQ"), r - 2);
     Value vb = Insert(h, vi, qdims, r - 1);
-    Value w = ir::Reduce(h, Mul(h, vb, q), Constant(h, 0, t.dtype), {r - 2}, "stablehlo.add");
+    // q -= tau v (v^H q)
+    Value w = ir::Reduce(h, Mul(h, ir::Conj(h, vb), q), Constant(h, 0, t.dtype), {r - 2},
+                         "stablehlo.add");
     const Dims wd = Cat(batch, {ncols});
     w = Mul(h, w, Insert(h, ti, wd, r - 2));
     q = Sub(h, q, Mul(h, vb, Insert(h, w, qdims, r - 2)));
@@ -574,14 +606,14 @@ std::vector<Value> LinalgHouseholderProduct(Ctx& c) {
 }
 
 std::vector<Value> Ormqr(Ctx& c) {
-  // Q C, Q^T C, C Q or C Q^T with the full square Q of the reflectors in `self`.
+  // Q C, Q^H C, C Q or C Q^H with the full square Q of the reflectors in `self`.
   if (AnyEmpty(c.out)) return AllZeros(c);
   Graph& g = c.g;
   DType dt = c.out[0].dtype;
   Value v = Cast(c, c.In("self"), dt);
   Value q = HouseholderProduct(g, v, Cast(c, c.In("input2"), dt), Rows(g.type(v)));
   q = ToBatch(g, q, Batch(c.out[0]));
-  if (c.Bool("transpose", false)) q = Mt(g, q);
+  if (c.Bool("transpose", false)) q = Mh(g, q);
   Value other = Cast(c, c.In("input3"), dt, c.out[0].dims);
   return {c.Bool("left", true) ? MatMul(g, q, other) : MatMul(g, other, q)};
 }
@@ -665,22 +697,28 @@ std::pair<Value, Value> Sweeps(Graph& g, Value a, Value v, int64_t n, More more,
   return {out[0], out[1]};
 }
 
-double Eps(DType t) { return t == DType::kF64 ? 2.2e-16 : 1.2e-7; }
+double Eps(DType t) { return t == DType::kF64 || t == DType::kC128 ? 2.2e-16 : 1.2e-7; }
 
-// Eigenvalues (ascending) and eigenvectors of symmetric matrices by cyclic Jacobi sweeps, until the
-// off-diagonal mass is below eps of the total.
+// Eigenvalues (ascending) and eigenvectors of symmetric (Hermitian) matrices by cyclic Jacobi
+// sweeps, until the off-diagonal mass is below eps of the total.
 std::pair<Value, Value> Eigh(Graph& g, Value x, bool lower) {
   const Type t = g.type(x);
   const int64_t r = t.rank();
-  Value sym = lower ? Add(g, Tri(g, x, true), Mt(g, Tri(g, x, true, -1)))
-                    : Add(g, Tri(g, x, false), Mt(g, Tri(g, x, false, 1)));
+  const bool complex = rt::IsComplex(t.dtype);
+  const DType real = complex ? rt::RealOf(t.dtype) : t.dtype;
+  Value sym = lower ? Add(g, Tri(g, x, true), Mh(g, Tri(g, x, true, -1)))
+                    : Add(g, Tri(g, x, false), Mh(g, Tri(g, x, false, 1)));
+  if (complex) {  // LAPACK reads only the real part of a Hermitian diagonal
+    Value re = ir::Complex(g, ir::Real(g, sym), Constant(g, 0, real, t.dims));
+    sym = Select(g, EyeMask(g, t.dims), re, sym);
+  }
   auto more = [&](Graph& h, Value a) {
-    Value sq = Mul(h, a, a);
-    Value total = ir::Reduce(h, sq, Constant(h, 0, t.dtype), AllDims(r), "stablehlo.add");
-    Value off = ir::Reduce(h, Select(h, EyeMask(h, t.dims), Zeros(h, t), sq),
-                           Constant(h, 0, t.dtype), AllDims(r), "stablehlo.add");
+    Value sq = AbsSq(h, a);
+    Value total = ir::Reduce(h, sq, Constant(h, 0, real), AllDims(r), "stablehlo.add");
+    Value off = ir::Reduce(h, Select(h, EyeMask(h, t.dims), Constant(h, 0, real, t.dims), sq),
+                           Constant(h, 0, real), AllDims(r), "stablehlo.add");
     double e = Eps(t.dtype);
-    return Compare(h, off, Mul(h, total, Constant(h, e * e, t.dtype)), "GT");
+    return Compare(h, off, Mul(h, total, Constant(h, e * e, real)), "GT");
   };
   auto step = [&](Graph& h, Value a, Value v, Value p, Value q) {
     Value row_p = Line(h, a, p, r - 2), row_q = Line(h, a, q, r - 2);
@@ -689,7 +727,16 @@ std::pair<Value, Value> Eigh(Graph& g, Value x, bool lower) {
     Value app = Pick(h, row_p, Compare(h, ri, Lead(h, p, ld), "EQ"), r - 2);
     Value aqq = Pick(h, row_q, Compare(h, ri, Lead(h, q, ld), "EQ"), r - 2);
     Value apq = Pick(h, row_p, Compare(h, ri, Lead(h, q, ld), "EQ"), r - 2);
+    if (complex) {
+      // The unitary diag(1, conj(u)), u the phase of a_pq, makes the (p, q) coupling real: the
+      // real rotation then finishes the step.
+      auto [u, mag] = Phase(h, apq);
+      a = ScaleLine(h, ScaleLine(h, a, q, u, r - 2), q, ir::Conj(h, u), r - 1);
+      v = ScaleLine(h, v, q, ir::Conj(h, u), r - 1);
+      app = ir::Real(h, app), aqq = ir::Real(h, aqq), apq = mag;
+    }
     auto [cs, sn] = JacobiCs(h, app, aqq, apq);
+    cs = AsType(h, cs, t.dtype), sn = AsType(h, sn, t.dtype);
     a = RotateLines(h, RotateLines(h, a, p, q, cs, sn, r - 2), p, q, cs, sn, r - 1);
     // The rotated (p, q) entries are zero by construction.
     Value rows = Idx(h, t.dims, r - 2), cols = Idx(h, t.dims, r - 1);
@@ -701,46 +748,58 @@ std::pair<Value, Value> Eigh(Graph& g, Value x, bool lower) {
     return std::pair{a, RotateLines(h, v, p, q, cs, sn, r - 1)};
   };
   auto [d, v] = Sweeps(g, sym, Eye(g, t.dtype, t.dims), Rows(t), more, step);
-  auto [w, idx] = SortLast(g, Diag(g, d), false);
+  auto [w, idx] = SortLast(g, ir::Real(g, Diag(g, d)), false);
   return {w, MatMul(g, v, PermMatrix(g, idx, t.dtype))};
 }
 
 // Thin SVD of tall matrices (m >= n) by one-sided (Hestenes) Jacobi: columns of a are rotated
-// until pairwise orthogonal; returns U (m x n), S (descending), V (n x n).
+// until pairwise orthogonal; returns U (m x n), S (descending, real), V (n x n).
 std::tuple<Value, Value, Value> SvdTall(Graph& g, Value x) {
   const Type t = g.type(x);
   const int64_t r = t.rank(), n = Cols(t);
+  const bool complex = rt::IsComplex(t.dtype);
+  const DType real = complex ? rt::RealOf(t.dtype) : t.dtype;
   const Dims batch = Batch(t);
   Dims bi(batch.size());
   std::iota(bi.begin(), bi.end(), 0);
   const Type gram{t.dtype, Cat(batch, {n, n})};
   auto more = [&](Graph& h, Value a) {
-    // Any pair with |a_p . a_q| > eps ||a_p|| ||a_q|| is not yet orthogonal.
-    Value gm = ir::DotGeneralHighest(h, a, a, bi, bi, {r - 2}, {r - 2}, gram);
-    Value d = Diag(h, gm);
-    Value den = Mul(h, Insert(h, d, gram.dims, r - 1), Insert(h, d, gram.dims, r - 2));
+    // Any pair with |a_p^H a_q| > eps ||a_p|| ||a_q|| is not yet orthogonal.
+    Value gm = ir::DotGeneralHighest(h, ir::Conj(h, a), a, bi, bi, {r - 2}, {r - 2}, gram);
+    Value d = ir::Real(h, Diag(h, gm));
+    const Dims& gd = gram.dims;
+    Value den = Mul(h, Insert(h, d, gd, r - 1), Insert(h, d, gd, r - 2));
     double e = Eps(t.dtype);
-    Value bad = Compare(h, Mul(h, gm, gm), Mul(h, den, Full(h, e * e, t.dtype, gram.dims)), "GT");
-    bad = And(h, bad, ir::Unary(h, "stablehlo.not", EyeMask(h, gram.dims)));
+    Value bad = Compare(h, AbsSq(h, gm), Mul(h, den, Full(h, e * e, real, gd)), "GT");
+    bad = And(h, bad, ir::Unary(h, "stablehlo.not", EyeMask(h, gd)));
     return ir::Reduce(h, bad, Constant(h, 0, DType::kPred), AllDims(r), "stablehlo.or");
   };
   auto step = [&](Graph& h, Value a, Value v, Value p, Value q) {
     Value ap = Line(h, a, p, r - 1), aq = Line(h, a, q, r - 1);
-    auto dot = [&](Value u, Value w) {
-      return ir::Reduce(h, Mul(h, u, w), Constant(h, 0, t.dtype), {r - 2}, "stablehlo.add");
+    auto sum = [&](Value u) {
+      DType dt = h.type(u).dtype;
+      return ir::Reduce(h, u, Constant(h, 0, dt), {r - 2}, "stablehlo.add");
     };
-    auto [cs, sn] = JacobiCs(h, dot(ap, ap), dot(aq, aq), dot(ap, aq));
+    Value apq = sum(Mul(h, ir::Conj(h, ap), aq));
+    if (complex) {  // column q times conj(u) makes a_p^H a_q real, as in Eigh
+      auto [u, mag] = Phase(h, apq);
+      a = ScaleLine(h, a, q, ir::Conj(h, u), r - 1);
+      v = ScaleLine(h, v, q, ir::Conj(h, u), r - 1);
+      apq = mag;
+    }
+    auto [cs, sn] = JacobiCs(h, sum(AbsSq(h, ap)), sum(AbsSq(h, aq)), apq);
+    cs = AsType(h, cs, t.dtype), sn = AsType(h, sn, t.dtype);
     return std::pair{RotateLines(h, a, p, q, cs, sn, r - 1),
                      RotateLines(h, v, p, q, cs, sn, r - 1)};
   };
   auto [a, v] = Sweeps(g, x, Eye(g, t.dtype, gram.dims), n, more, step);
   Value norms =
       ir::Unary(g, "stablehlo.sqrt",
-                ir::Reduce(g, Mul(g, a, a), Constant(g, 0, t.dtype), {r - 2}, "stablehlo.add"));
+                ir::Reduce(g, AbsSq(g, a), Constant(g, 0, real), {r - 2}, "stablehlo.add"));
   auto [s, idx] = SortLast(g, norms, true);
   Value perm = PermMatrix(g, idx, t.dtype);
   a = MatMul(g, a, perm);
-  Value sb = Insert(g, s, t.dims, r - 2);
+  Value sb = AsType(g, Insert(g, s, t.dims, r - 2), t.dtype);
   // A zero singular value leaves a zero column of U rather than NaN.
   Value u = Select(g, Compare(g, sb, Zeros(g, g.type(sb)), "EQ"), Zeros(g, t), Div(g, a, sb));
   return {u, s, MatMul(g, v, perm)};
@@ -768,21 +827,21 @@ std::vector<Value> LinalgSvd(Ctx& c) {
     }
     return res;
   }
-  Value a = Cast(c, c.In("A"), c.out[1].dtype);
+  Value a = Cast(c, c.In("A"), c.out[0].dtype);  // U has A's dtype, complex or real
   const Type& t = g.type(a);
   const bool wide = Rows(t) < Cols(t), full = c.Bool("full_matrices", true);
-  auto [u, s, v] = SvdTall(g, wide ? Mt(g, a) : a);
+  auto [u, s, v] = SvdTall(g, wide ? Mh(g, a) : a);
   if (full) u = Complete(g, u);
   std::vector<Value> res = AllZeros(c);
   res[1] = s;
   if (c.out[0].numel() > 0) res[0] = wide ? v : u;
-  if (c.out[2].numel() > 0) res[2] = Mt(g, wide ? u : v);
+  if (c.out[2].numel() > 0) res[2] = Mh(g, wide ? u : v);
   return res;
 }
 
 std::vector<Value> LinalgEigh(Ctx& c) {
   if (c.out[0].numel() == 0) return AllZeros(c);
-  Value a = Cast(c, c.In("A"), c.out[0].dtype);
+  Value a = Cast(c, c.In("A"), c.out[1].dtype);  // the eigenvectors have A's dtype
   auto [w, v] = Eigh(c.g, a, c.Str("UPLO", "L") != "U");
   return {w, c.out[1].numel() == 0 ? Zeros(c.g, c.out[1]) : v};
 }
