@@ -138,12 +138,38 @@ def test_complex_householder_qr_matches_lapack(shape):
     same(taut, tau, 1e-4)
     k = min(shape[-2:])
     geqrf, geqrft = geqrf[..., :k], geqrft[..., :k]  # householder_product needs m >= n
-    same(torch.linalg.householder_product(geqrft, taut), torch.linalg.householder_product(geqrf, tau),
-         1e-4)
+    hp = torch.linalg.householder_product
+    same(hp(geqrft, taut), hp(geqrf, tau), 1e-4)
     c = torch.randn(shape[-2], 2, dtype=torch.complex64, generator=g)
     for transpose in (False, True):
         same(torch.ormqr(geqrft, taut, c.to(DEV).expand(*shape[:-2], -1, -1), transpose=transpose),
              torch.ormqr(geqrf, tau, c.expand(*shape[:-2], -1, -1), transpose=transpose), 1e-4)
+
+
+def test_complex_reductions_products_and_determinants_match_cpu(z):
+    # Each of these once took the real part or skipped a conjugate and returned a wrong number.
+    w = torch.randn(3, 4, dtype=torch.complex64, generator=torch.Generator().manual_seed(8))
+    zt, wt = z.to(DEV), w.to(DEV)
+    same(torch.vdot(zt[0], wt[0]), torch.vdot(z[0], w[0]))
+    same(torch.linalg.vecdot(zt, wt), torch.linalg.vecdot(z, w))
+    for dim in (None, 1):
+        same(torch.var(zt, dim), torch.var(z, dim))
+        ours, cpus = torch.std_mean(zt, dim, correction=0), torch.std_mean(z, dim, correction=0)
+        for a, b in zip(ours, cpus):
+            same(a, b)
+    same(torch.lerp(zt, wt, 0.3), torch.lerp(z, w, 0.3))
+    same(torch.lerp(zt, wt, wt), torch.lerp(z, w, w))
+    m = torch.randn(2, 3, 3, dtype=torch.complex64, generator=torch.Generator().manual_seed(9))
+    for ours, cpus in zip(torch.linalg.slogdet(m.to(DEV)), torch.linalg.slogdet(m)):
+        same(ours, cpus, 1e-4)
+    same(torch.logdet(m.to(DEV)), torch.logdet(m), 1e-4)
+    same(torch.linalg.det(m.to(DEV)), torch.linalg.det(m), 1e-4)
+
+
+def test_complex_ops_without_a_complex_rule_say_so(z):
+    for f in (lambda x: torch.logaddexp(x, x), lambda x: torch.renorm(x, 2, 0, 1.0)):
+        with pytest.raises(NotImplementedError, match="complex inputs are not supported"):
+            f(z.to(DEV)).cpu()
 
 
 def test_eig_runs_lapack_on_the_host_and_differentiates_on_tpu():

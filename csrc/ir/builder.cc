@@ -153,6 +153,11 @@ Value Imag(Graph& g, Value x) {
   if (!rt::IsComplex(t.dtype)) return Constant(g, 0, t.dtype, t.dims);
   return g.Op1("stablehlo.imag", {x}, WithDType(t, rt::RealOf(t.dtype)));
 }
+Value Abs(Graph& g, Value x) {
+  const Type& t = g.type(x);
+  return g.Op1("stablehlo.abs", {x},
+               WithDType(t, rt::IsComplex(t.dtype) ? rt::RealOf(t.dtype) : t.dtype));
+}
 Value Conj(Graph& g, Value z) {
   if (!rt::IsComplex(g.type(z).dtype)) return z;
   return Complex(g, Real(g, z), Unary(g, "stablehlo.negate", Imag(g, z)));

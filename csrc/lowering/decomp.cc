@@ -442,32 +442,6 @@ Value PermSign(Graph& g, Value piv, DType t) {
   return ir::Reduce(g, f, Constant(g, 1, t), {pt.rank() - 1}, "stablehlo.multiply");
 }
 
-// PyTorch factors A^T when A is contiguous (det(A^T) = det(A)) and its backward solves with that
-// LU; rules see no strides, so a contiguous A is assumed.
-LuResult LuOfTranspose(Ctx& c, DType t) { return Lu(c.g, Mt(c.g, Cast(c, c.In("A"), t)), true); }
-
-std::vector<Value> Det(Ctx& c) {
-  Graph& g = c.g;
-  LuResult f = LuOfTranspose(c, c.out[0].dtype);
-  DType t = c.out[0].dtype;
-  Value d = Diag(g, f.lu);
-  Value prod = ir::Reduce(g, d, Constant(g, 1, t), {g.type(d).rank() - 1}, "stablehlo.multiply");
-  return {Mul(g, prod, PermSign(g, f.piv, t)), f.lu, ir::Convert(g, f.piv, c.out[2].dtype)};
-}
-
-std::vector<Value> Slogdet(Ctx& c) {
-  Graph& g = c.g;
-  DType t = c.out[1].dtype;
-  LuResult f = LuOfTranspose(c, t);
-  Value d = Diag(g, f.lu);
-  int64_t last = g.type(d).rank() - 1;
-  Value sgn = ir::Reduce(g, ir::Unary(g, "stablehlo.sign", d), Constant(g, 1, t), {last},
-                         "stablehlo.multiply");
-  Value logabs = ir::Reduce(g, ir::Unary(g, "stablehlo.log", ir::Unary(g, "stablehlo.abs", d)),
-                            Constant(g, 0, t), {last}, "stablehlo.add");
-  return {Mul(g, sgn, PermSign(g, f.piv, t)), logabs, f.lu, ir::Convert(g, f.piv, c.out[3].dtype)};
-}
-
 // |x|^2, real for complex x.
 Value AbsSq(Graph& g, Value x) {
   if (!rt::IsComplex(g.type(x).dtype)) return Mul(g, x, x);
@@ -478,7 +452,7 @@ Value AbsSq(Graph& g, Value x) {
 // The unit phase x / |x| of complex x (1 where x is 0), and |x| itself.
 std::pair<Value, Value> Phase(Graph& g, Value x) {
   const Type t = g.type(x);
-  Value mag = ir::Unary(g, "stablehlo.sqrt", AbsSq(g, x));
+  Value mag = ir::Abs(g, x);
   Value zero = Compare(g, mag, Zeros(g, g.type(mag)), "EQ");
   Value unit = Div(g, x, ir::Complex(g, mag, Zeros(g, g.type(mag))));
   return {Select(g, zero, Full(g, 1, t.dtype, t.dims), unit), mag};
@@ -493,6 +467,38 @@ Value ScaleLine(Graph& g, Value x, Value i, Value f, int64_t dim) {
 
 // x as dtype t: a real rotation's (c, s) applied to complex lines.
 Value AsType(Graph& g, Value x, DType t) { return g.type(x).dtype == t ? x : ir::Convert(g, x, t); }
+
+// PyTorch factors A^T when A is contiguous (det(A^T) = det(A)) and its backward solves with that
+// LU; rules see no strides, so a contiguous A is assumed.
+LuResult LuOfTranspose(Ctx& c, DType t) { return Lu(c.g, Mt(c.g, Cast(c, c.In("A"), t)), true); }
+
+std::vector<Value> Det(Ctx& c) {
+  Graph& g = c.g;
+  LuResult f = LuOfTranspose(c, c.out[0].dtype);
+  DType t = c.out[0].dtype;
+  Value d = Diag(g, f.lu);
+  Value prod = ir::Reduce(g, d, Constant(g, 1, t), {g.type(d).rank() - 1}, "stablehlo.multiply");
+  return {Mul(g, prod, PermSign(g, f.piv, t)), f.lu, ir::Convert(g, f.piv, c.out[2].dtype)};
+}
+
+// Of complex A, the sign is the product of the pivots' phases: sign(det A) = det A / |det A|.
+std::vector<Value> Slogdet(Ctx& c) {
+  Graph& g = c.g;
+  DType t = c.out[0].dtype, real = c.out[1].dtype;
+  LuResult f = LuOfTranspose(c, t);
+  Value d = Diag(g, f.lu);
+  int64_t last = g.type(d).rank() - 1;
+  Value mag = ir::Abs(g, d);
+  Value unit = ir::Unary(g, "stablehlo.sign", d);
+  if (rt::IsComplex(t)) {
+    Value zero = Compare(g, mag, Zeros(g, g.type(mag)), "EQ");
+    unit = Select(g, zero, Zeros(g, g.type(d)), Phase(g, d).first);
+  }
+  Value sgn = ir::Reduce(g, unit, Constant(g, 1, t), {last}, "stablehlo.multiply");
+  Value logabs = ir::Reduce(g, ir::Unary(g, "stablehlo.log", mag), Constant(g, 0, real), {last},
+                            "stablehlo.add");
+  return {Mul(g, sgn, PermSign(g, f.piv, t)), logabs, f.lu, ir::Convert(g, f.piv, c.out[3].dtype)};
+}
 
 // ---- Householder QR --------------------------------------------------------------------------
 

@@ -10,10 +10,12 @@ using V = std::vector<Value>;
 // Half types accumulate in f32, as PyTorch's CPU gemm does; the result is rounded once.
 
 // a x b contracted over (lc, rc) with batch dims (lb, rb), in the accumulation dtype.
+// conj_a conjugates a first (vdot).
 Value Product(Ctx& c, const char* a, const char* b, const Dims& lb, const Dims& rb, const Dims& lc,
-              const Dims& rc, const Dims& out_dims) {
+              const Dims& rc, const Dims& out_dims, bool conj_a = false) {
   DType acc = AccOf(c.out[0].dtype);
   Value x = Cast(c, c.In(a), acc), y = Cast(c, c.In(b), acc);
+  if (conj_a) x = ir::Conj(c.g, x);
   if (acc == DType::kPred) throw LoweringError("matmul of bool tensors");
   return ir::DotGeneralHighest(c.g, x, y, lb, rb, lc, rc, Type{acc, out_dims});
 }
@@ -41,8 +43,8 @@ Dims Shape(Ctx& c, const char* name) { return c.T(c.In(name)).dims; }
 
 V Mm(Ctx& c) { return Finish(c, Product(c, "self", "mat2", {}, {}, {1}, {0}, c.out[0].dims)); }
 V Bmm(Ctx& c) { return Finish(c, Product(c, "self", "mat2", {0}, {0}, {2}, {1}, c.out[0].dims)); }
-V Dot(Ctx& c, const char* other) {
-  return Finish(c, Product(c, "self", other, {}, {}, {0}, {0}, {}));
+V Dot(Ctx& c, const char* other, bool conj_self) {
+  return Finish(c, Product(c, "self", other, {}, {}, {0}, {0}, {}, conj_self));
 }
 V Mv(Ctx& c) { return Finish(c, Product(c, "self", "vec", {}, {}, {1}, {0}, c.out[0].dims)); }
 
@@ -71,10 +73,10 @@ void AddLinalgRules(RuleMap& m) {
   m["aten::addmv"] = Addmv;
   m["aten::baddbmm"] = Baddbmm;
   m["aten::bmm"] = Bmm;
-  m["aten::dot"] = +[](Ctx& c) { return Dot(c, "tensor"); };
+  m["aten::dot"] = +[](Ctx& c) { return Dot(c, "tensor", false); };
   m["aten::mm"] = Mm;
   m["aten::mv"] = Mv;
-  m["aten::vdot"] = +[](Ctx& c) { return Dot(c, "other"); };
+  m["aten::vdot"] = +[](Ctx& c) { return Dot(c, "other", true); };
 }
 
 }  // namespace tpu::lowering

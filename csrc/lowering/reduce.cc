@@ -165,16 +165,27 @@ V Aminmax(Ctx& c) {
 }
 
 // var (and std, and the mean) by two passes: mean, then the sum of squared deviations.
+// Of complex input, the mean is complex and the variance the mean of |x - mean|^2 (real).
 V VarStd(Ctx& c, bool take_sqrt, bool with_mean) {
-  Value x = Input(c);
+  const DType real = AccOf(c.out[0].dtype);
+  const DType in = c.T(c.In("self")).dtype;
+  Value x = rt::IsComplex(in)
+                ? Cast(c, c.In("self"), real == DType::kF64 ? DType::kC128 : DType::kC64)
+                : Input(c);
   const Dims in_dims = c.T(x).dims;
   Dims dims = ReduceDims(c, c.T(x).rank());
-  Value n = ir::ElementCount(c.g, x, dims, c.T(x).dtype);
+  Value n = ir::ElementCount(c.g, x, dims, real);
   Value s = Sum(c, x, dims);
-  Value mean = Arith(c, "stablehlo.divide", s, ir::BroadcastTo(c.g, n, c.T(s).dims));
+  Value mean =
+      Arith(c, "stablehlo.divide", s, ir::BroadcastTo(c.g, Cast(c, n, c.T(s).dtype), c.T(s).dims));
   Value d = Arith(c, "stablehlo.subtract", x, Expand(c, mean, in_dims, dims));
-  Value m2 = Sum(c, Arith(c, "stablehlo.multiply", d, d), dims);
-  Value corr = c.Has("correction") ? Cast(c, c.In("correction"), c.T(x).dtype)
+  Value sq = rt::IsComplex(in)
+                 ? Arith(c, "stablehlo.add",
+                         Arith(c, "stablehlo.multiply", ir::Real(c.g, d), ir::Real(c.g, d)),
+                         Arith(c, "stablehlo.multiply", ir::Imag(c.g, d), ir::Imag(c.g, d)))
+                 : Arith(c, "stablehlo.multiply", d, d);
+  Value m2 = Sum(c, sq, dims);
+  Value corr = c.Has("correction") ? Cast(c, c.In("correction"), real)
                                    : Splat(c, c.Bool("unbiased", true) ? 1 : 0, c.T(n));
   // PyTorch divides by max(N - correction, 0).
   Value dof = Arith(c, "stablehlo.subtract", n, corr);
@@ -215,6 +226,7 @@ V Norm(Ctx& c, const char* ord_name) {
 // Each slice along `dim` scaled down to p-norm maxnorm where its norm exceeds it (ATen's factor
 // maxnorm / (norm + 1e-7)), computed in float for half types.
 V Renorm(Ctx& c) {
+  if (rt::IsComplex(c.out[0].dtype)) throw LoweringError("complex inputs are not supported");
   Value x = Input(c);
   const Type t = c.T(x);
   int64_t dim = ir::WrapDim(c.Int("dim"), t.rank());
