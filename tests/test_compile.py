@@ -178,13 +178,14 @@ def test_shape_error_points_at_user_line(device):
 
 
 def test_op_without_rule_names_op_and_line(device):
-    ld, pivots = (t.to(device) for t in torch.linalg.ldl_factor(torch.eye(3)))
+    w, scales = torch.ones(4, 8, dtype=torch.int8).to(device), torch.ones(4).to(device)
 
     def f(x: torch.Tensor) -> torch.Tensor:
-        return torch.linalg.ldl_solve(ld, pivots, x * 2)  # no tpu lowering
+        # A Meta kernel, so Dynamo keeps it in the graph, but no tpu lowering.
+        return torch.ops.aten._weight_int8pack_mm(x * 2, w, scales)  # no tpu lowering
 
-    with pytest.raises(NotImplementedError, match="ldl_solve") as info:
-        torch.compile(f, backend="tpu")(torch.ones(3, 1).to(device))
+    with pytest.raises(NotImplementedError, match="_weight_int8pack_mm") as info:
+        torch.compile(f, backend="tpu")(torch.ones(3, 8).to(device))
     notes = "\n".join(getattr(info.value, "__notes__", []))
     assert "no tpu lowering" in notes and "test_compile.py" in notes
     # The process and its tensors survive.

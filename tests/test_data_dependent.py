@@ -106,3 +106,22 @@ def test_ldl_factor_matches_lapack_pivots_and_factors():
         assert torch.equal(actual.pivots.cpu(), expected.pivots)  # LAPACK's Bunch-Kaufman choices
         assert torch.equal(actual.info.cpu(), expected.info)
         torch.testing.assert_close(actual.LD.cpu(), expected.LD, atol=1e-5, rtol=1e-5)
+
+
+def test_ldl_solve_follows_lapack_through_1x1_and_2x2_pivots():
+    g = torch.Generator().manual_seed(4)
+    for n in (1, 2, 5, 8):
+        a = torch.randn(3, n, n, generator=g, dtype=torch.float64)
+        a = a + a.mT
+        if n > 1:
+            a[0, 0, 0] = 0  # forces a 2x2 pivot first
+        ld, piv = torch.linalg.ldl_factor(a)
+        b = torch.randn(3, n, 2, generator=g, dtype=torch.float64)
+        ldt, pivt, bt = ld.to(DEV), piv.to(DEV), b.to(DEV)
+        x = torch.linalg.ldl_solve(ldt, pivt, bt).cpu()
+        torch.testing.assert_close(x, torch.linalg.ldl_solve(ld, piv, b), atol=1e-10, rtol=1e-10)
+        torch.testing.assert_close(a @ x, b, atol=1e-8, rtol=1e-8)
+        # One factorization for a batch of right-hand sides.
+        torch.testing.assert_close(torch.linalg.ldl_solve(ldt[0], pivt[0], bt).cpu(),
+                                   torch.linalg.ldl_solve(ld[0], piv[0], b), atol=1e-10, rtol=1e-10)
+    assert (piv < 0).any()  # the 2x2 path ran

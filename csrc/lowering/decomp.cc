@@ -997,6 +997,124 @@ std::vector<Value> LdlFactor(Ctx& c) {
           ir::Convert(g, out[3], c.out[2].dtype)};
 }
 
+// LAPACK's sytrs (lower): L D X = P B forward, column by column with each block's pivot
+// interchange, then L^T backward; every matrix at its own column k, as in the factorization.
+struct LdlSolveParts {
+  Graph& h;
+  Value a, piv;  // LD and the 1-based pivots (s64)
+  const Type t;  // B's type
+  const int64_t r, n;
+  const Dims batch, vd;
+  Value rows;
+  LdlSolveParts(Graph& h, Value a, Value piv, const Type& bt)
+      : h(h),
+        a(a),
+        piv(piv),
+        t(bt),
+        r(bt.rank()),
+        n(Rows(bt)),
+        batch(Batch(bt)),
+        vd(Cat(batch, {n})),
+        rows(Idx(h, bt.dims, r - 2)) {}
+  Value idx(int64_t v) const { return Full(h, static_cast<double>(v), DType::kS64, batch); }
+  // Column j of LD with only its rows below `after` (other rows zero), as [batch, n].
+  Value Col(Value j, Value after) const {
+    const Type& at = h.type(a);
+    Value c = Pick(h, a, Compare(h, Idx(h, at.dims, r - 1), Lead(h, j, at.dims), "EQ"), r - 1);
+    return Select(h, Compare(h, Idx(h, vd, r - 2), Lead(h, after, vd), "GT"), c,
+                  Full(h, 0, t.dtype, vd));
+  }
+  Value Elem(Value v, Value i) const {  // v[..., i] of a [batch, n] vector
+    const Type& vt = h.type(v);
+    return Pick(h, v, Compare(h, Idx(h, vt.dims, r - 2), Lead(h, i, vt.dims), "EQ"), r - 2);
+  }
+  Value Entry(Value i, Value j) const { return Elem(Col(j, idx(-1)), i); }  // LD[i, j]
+  Value Row(Value b, Value i) const {                                       // [batch, m]
+    return Pick(h, b, Compare(h, rows, Lead(h, i, t.dims), "EQ"), r - 2);
+  }
+  Value SetRow(Value b, Value i, Value v) const {
+    return Select(h, Compare(h, rows, Lead(h, i, t.dims), "EQ"), Insert(h, v, t.dims, r - 2), b);
+  }
+  Value Swap(Value b, Value x, Value y) const {
+    return SetRow(SetRow(b, x, Row(b, y)), y, Row(b, x));
+  }
+  Value Outer(Value l, Value row) const {
+    return Mul(h, Insert(h, l, t.dims, r - 1), Insert(h, row, t.dims, r - 2));
+  }
+  Value Dot(Value l, Value b) const {  // l^T b, [batch, m]
+    return ir::Reduce(h, Mul(h, Insert(h, l, t.dims, r - 1), b), Constant(h, 0, t.dtype), {r - 2},
+                      "stablehlo.add");
+  }
+  Value Where(Value pred, Value x, Value y) const { return Select(h, Lead(h, pred, t.dims), x, y); }
+};
+
+// s: {k, b, LD, pivots}, as the while loop carries them.
+V LdlForward(Graph& h, const V& s) {
+  const LdlSolveParts p(h, s[2], s[3], h.type(s[1]));
+  Value k = s[0], b = s[1];
+  Value code = p.Elem(p.piv, k), k1 = Add(h, k, p.idx(1));
+  Value two = Compare(h, code, p.idx(0), "LT");
+  // 1x1 pivot: interchange k and code - 1, eliminate below k, divide by d_kk.
+  Value b1 = p.Swap(b, k, Sub(h, code, p.idx(1)));
+  b1 = Sub(h, b1, p.Outer(p.Col(k, k), p.Row(b1, k)));
+  const Dims rd = h.type(p.Row(b1, k)).dims;
+  b1 = p.SetRow(b1, k, Div(h, p.Row(b1, k), Lead(h, p.Entry(k, k), rd)));
+  // 2x2 pivot: interchange k + 1 and -code - 1, eliminate below k + 1, solve the 2x2 block.
+  Value b2 = p.Swap(b, k1, Sub(h, ir::Unary(h, "stablehlo.negate", code), p.idx(1)));
+  b2 = Sub(h, Sub(h, b2, p.Outer(p.Col(k, k1), p.Row(b2, k))),
+           p.Outer(p.Col(k1, k1), p.Row(b2, k1)));
+  Value d21 = Lead(h, p.Entry(k1, k), rd);
+  Value akm1 = Div(h, Lead(h, p.Entry(k, k), rd), d21),
+        ak = Div(h, Lead(h, p.Entry(k1, k1), rd), d21);
+  Value denom = Sub(h, Mul(h, akm1, ak), Full(h, 1, p.t.dtype, rd));
+  Value bkm1 = Div(h, p.Row(b2, k), d21), bk = Div(h, p.Row(b2, k1), d21);
+  b2 = p.SetRow(b2, k, Div(h, Sub(h, Mul(h, ak, bkm1), bk), denom));
+  b2 = p.SetRow(b2, k1, Div(h, Sub(h, Mul(h, akm1, bk), bkm1), denom));
+  Value live = Compare(h, k, p.idx(p.n), "LT");
+  Value next = p.Where(live, p.Where(two, b2, b1), b);
+  return {Select(h, live, Add(h, k, Select(h, two, p.idx(2), p.idx(1))), k), next, s[2], s[3]};
+}
+
+V LdlBackward(Graph& h, const V& s) {
+  const LdlSolveParts p(h, s[2], s[3], h.type(s[1]));
+  Value k = s[0], b = s[1];  // k: the block's last column
+  Value code = p.Elem(p.piv, k), km1 = Sub(h, k, p.idx(1));
+  Value two = Compare(h, code, p.idx(0), "LT");
+  Value bk = Sub(h, p.Row(b, k), p.Dot(p.Col(k, k), b));
+  Value b1 = p.Swap(p.SetRow(b, k, bk), k, Sub(h, code, p.idx(1)));
+  Value b2 = p.SetRow(p.SetRow(b, k, bk), km1, Sub(h, p.Row(b, km1), p.Dot(p.Col(km1, k), b)));
+  b2 = p.Swap(b2, k, Sub(h, ir::Unary(h, "stablehlo.negate", code), p.idx(1)));
+  Value live = Compare(h, k, p.idx(0), "GE");
+  Value next = p.Where(live, p.Where(two, b2, b1), b);
+  return {Select(h, live, Sub(h, k, Select(h, two, p.idx(2), p.idx(1))), k), next, s[2], s[3]};
+}
+
+std::vector<Value> LdlSolve(Ctx& c) {
+  Graph& g = c.g;
+  const Type& xt = c.out[0];
+  if (rt::IsComplex(xt.dtype)) throw LoweringError("complex inputs are not supported");
+  if (xt.numel() == 0) return AllZeros(c);
+  const Dims batch = Batch(xt);
+  Value a = ToBatch(g, Cast(c, c.In("LD"), xt.dtype), batch);
+  Value piv = ir::Convert(g, c.In("pivots"), DType::kS64);
+  piv = ir::BroadcastTo(g, piv, Cat(batch, {Rows(xt)}));
+  Value b = ToBatch(g, Cast(c, c.In("B"), xt.dtype), batch);
+  const int64_t n = Rows(xt);
+  auto any = [&](Graph& h, Value k, int64_t bound, const char* dir) {
+    Value open = Compare(h, k, Full(h, static_cast<double>(bound), DType::kS64, batch), dir);
+    return ir::Reduce(h, open, Constant(h, 0, DType::kPred), AllDims(batch.size()), "stablehlo.or");
+  };
+  V fwd = detail::Counted(
+      g, 0, 1, {Full(g, 0, DType::kS64, batch), b, a, piv},
+      [&](Graph& h, Value, const V& st) { return any(h, st[0], n, "LT"); },
+      [&](Graph& h, Value, V& st) { return LdlForward(h, st); });
+  V bwd = detail::Counted(
+      g, 0, 1, {Full(g, static_cast<double>(n - 1), DType::kS64, batch), fwd[1], a, piv},
+      [&](Graph& h, Value, const V& st) { return any(h, st[0], 0, "GE"); },
+      [&](Graph& h, Value, V& st) { return LdlBackward(h, st); });
+  return {bwd[1]};
+}
+
 // ---- Least squares ---------------------------------------------------------------------------
 
 // linalg_lstsq through the SVD, whatever the driver: the minimum-norm solution, which gelsy, gelsd
@@ -1111,6 +1229,7 @@ void AddDecompRules(RuleMap& m) {
   m["aten::linalg_householder_product"] = LinalgHouseholderProduct;
   m["aten::linalg_inv_ex"] = InvEx;
   m["aten::linalg_ldl_factor_ex"] = LdlFactor;
+  m["aten::linalg_ldl_solve"] = LdlSolve;
   m["aten::linalg_lstsq"] = LinalgLstsq;
   m["aten::linalg_lu"] = LinalgLu;
   m["aten::linalg_matrix_exp"] = MatrixExp;
