@@ -166,6 +166,31 @@ def test_complex_reductions_products_and_determinants_match_cpu(z):
     same(torch.linalg.det(m.to(DEV)), torch.linalg.det(m), 1e-4)
 
 
+def test_complex_gradients_and_transposed_solves_match_cpu():
+    # tanh/sigmoid backward conjugate the derivative; triangular_solve's transpose is A^T (not
+    # A^H); det's backward solves with the LU of A itself when A is complex.
+    g = torch.Generator().manual_seed(10)
+    x = torch.randn(2, 3, 3, dtype=torch.complex64, generator=g)
+    b = torch.randn(2, 3, 2, dtype=torch.complex64, generator=g)
+    tri = x.triu() + 3 * torch.eye(3)
+    for transpose in (False, True):
+        same(torch.triangular_solve(b.to(DEV), tri.to(DEV), transpose=transpose).solution,
+             torch.triangular_solve(b, tri, transpose=transpose).solution)
+    losses = (
+        lambda a: torch.tanh(a).abs().sum(),
+        lambda a: torch.sigmoid(a).abs().sum(),
+        lambda a: torch.linalg.det(a).abs(),
+        lambda a: torch.linalg.slogdet(a).logabsdet.sum() + torch.linalg.slogdet(a).sign.real.sum(),
+    )
+    for loss in losses:
+        grads = []
+        for dev in ("cpu", DEV):
+            a = x.detach().clone().to(dev).requires_grad_()
+            loss(a).sum().backward()
+            grads.append(a.grad.cpu())
+        same(grads[1], grads[0], 1e-4)
+
+
 def test_complex_ops_without_a_complex_rule_say_so(z):
     for f in (lambda x: torch.logaddexp(x, x), lambda x: torch.renorm(x, 2, 0, 1.0)):
         with pytest.raises(NotImplementedError, match="complex inputs are not supported"):

@@ -212,8 +212,10 @@ std::vector<Value> TriangularSolve(Ctx& c) {
   Value a = Cast(c, c.In("A"), c.out[1].dtype, c.out[1].dims);
   if (AnyEmpty(c.out)) return {Zeros(c.g, c.out[0]), a};
   Value b = Cast(c, c.In("self"), c.out[0].dtype, c.out[0].dims);
-  return {TriSolve(c.g, a, b, true, !c.Bool("upper", true), c.Bool("unitriangular", false),
-                   c.Bool("transpose", false)),
+  // Its transpose is a plain one (LAPACK's 'T') for complex A too: A^T = conj(A)^H.
+  const bool transpose = c.Bool("transpose", false);
+  return {TriSolve(c.g, transpose ? ir::Conj(c.g, a) : a, b, true, !c.Bool("upper", true),
+                   c.Bool("unitriangular", false), transpose),
           a};
 }
 
@@ -468,13 +470,16 @@ Value ScaleLine(Graph& g, Value x, Value i, Value f, int64_t dim) {
 // x as dtype t: a real rotation's (c, s) applied to complex lines.
 Value AsType(Graph& g, Value x, DType t) { return g.type(x).dtype == t ? x : ir::Convert(g, x, t); }
 
-// PyTorch factors A^T when A is contiguous (det(A^T) = det(A)) and its backward solves with that
-// LU; rules see no strides, so a contiguous A is assumed.
-LuResult LuOfTranspose(Ctx& c, DType t) { return Lu(c.g, Mt(c.g, Cast(c, c.In("A"), t)), true); }
+// PyTorch factors A^T when A is real and contiguous (det(A^T) = det(A)), else A, and its backward
+// solves with that LU; rules see no strides, so a contiguous A is assumed.
+LuResult LuForDet(Ctx& c, DType t) {
+  Value a = Cast(c, c.In("A"), t);
+  return Lu(c.g, rt::IsComplex(t) ? a : Mt(c.g, a), true);
+}
 
 std::vector<Value> Det(Ctx& c) {
   Graph& g = c.g;
-  LuResult f = LuOfTranspose(c, c.out[0].dtype);
+  LuResult f = LuForDet(c, c.out[0].dtype);
   DType t = c.out[0].dtype;
   Value d = Diag(g, f.lu);
   Value prod = ir::Reduce(g, d, Constant(g, 1, t), {g.type(d).rank() - 1}, "stablehlo.multiply");
@@ -485,7 +490,7 @@ std::vector<Value> Det(Ctx& c) {
 std::vector<Value> Slogdet(Ctx& c) {
   Graph& g = c.g;
   DType t = c.out[0].dtype, real = c.out[1].dtype;
-  LuResult f = LuOfTranspose(c, t);
+  LuResult f = LuForDet(c, t);
   Value d = Diag(g, f.lu);
   int64_t last = g.type(d).rank() - 1;
   Value mag = ir::Abs(g, d);

@@ -1088,7 +1088,8 @@ V SigmoidTanhBackward(Ctx& c, bool sigmoid) {
       sigmoid
           ? ir::Binary(c.g, "stablehlo.multiply", y, ir::Binary(c.g, "stablehlo.subtract", one, y))
           : ir::Binary(c.g, "stablehlo.subtract", one, ir::Binary(c.g, "stablehlo.multiply", y, y));
-  return {ir::Binary(c.g, "stablehlo.multiply", g, d)};
+  // Complex: PyTorch's gradient convention takes the conjugate of the derivative.
+  return {ir::Binary(c.g, "stablehlo.multiply", g, ir::Conj(c.g, d))};
 }
 
 // logit(x) = log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given.
