@@ -187,6 +187,14 @@ def _write_markdown(path: str, results: dict, summary: dict) -> None:
     ]
     for reason, ops in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
         lines.append(f"- **{reason}** ({len(ops)}): " + ", ".join(f"`{o}`" for o in ops))
+    lines += ["", "## Forward in other dtypes", ""]
+    for name in opinfo.EXTRA_DTYPES:
+        lines.append(f"- {name}: {summary[f'forward_passed_{name}']} of "
+                     f"{summary[f'attempted_{name}']} attempted")
+    key = "forward_complex64"
+    failing = [(k, r[key].reason) for k, r in sorted(results.items()) if key in r and not r[key].ok]
+    lines += ["", "## Failing forward in complex64", ""]
+    lines += [f"- `{k}`: {reason[:120]}" for k, reason in failing]
     old = _read(path)
     if MODULES_BEGIN in old:  # the module_db section is written by --modules: keep it
         lines += ["", MODULES_BEGIN + old.split(MODULES_BEGIN, 1)[1].rstrip("\n")]

@@ -1,6 +1,7 @@
 #include "lowering/helpers.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace tpu::lowering {
@@ -230,6 +231,37 @@ Value AsVector(Ctx& c, Value i) {
   Dims d = c.T(i).dims;
   d.push_back(1);
   return ir::Reshape(c.g, i, d);
+}
+
+// CPU's complex logaddexp step (ATen's _log_add_exp_helper): the operand with the larger real
+// part (a NaN first) absorbs the other as max + log1p(exp(min - max)); equal infinite real parts
+// give the -inf operand, or log(exp(min) + exp(max)) for +inf.
+Value ComplexLogAddExp(Graph& h, Value x, Value y) {
+  const Type t = h.type(x);
+  const DType real = rt::RealOf(t.dtype);
+  auto bin = [&](const char* op, Value a, Value b) { return ir::Binary(h, op, a, b); };
+  auto isnan = [&](Value z) {
+    Value re = ir::Real(h, z), im = ir::Imag(h, z);
+    return bin("stablehlo.or", ir::Compare(h, re, re, "NE"), ir::Compare(h, im, im, "NE"));
+  };
+  Value xnan = isnan(x), ynan = isnan(y);
+  Value xlt = ir::Compare(h, ir::Real(h, x), ir::Real(h, y), "LT");
+  Value mn = ir::Select(h, ynan, y, ir::Select(h, xnan, x, ir::Select(h, xlt, x, y)));
+  Value mx = ir::Select(h, ynan, y, ir::Select(h, xnan, x, ir::Select(h, xlt, y, x)));
+  Value mnr = ir::Real(h, mn);
+  Value inf = ir::Constant(h, INFINITY, real, t.dims);
+  Value same_inf = bin("stablehlo.and", ir::Compare(h, ir::Abs(h, mnr), inf, "EQ"),
+                       ir::Compare(h, mnr, ir::Real(h, mx), "EQ"));
+  auto un = [&](const char* op, Value a) { return ir::Unary(h, op, a); };
+  Value generic = bin(
+      "stablehlo.add", mx,
+      un("stablehlo.log_plus_one", un("stablehlo.exponential", bin("stablehlo.subtract", mn, mx))));
+  Value both = un("stablehlo.log", bin("stablehlo.add", un("stablehlo.exponential", mn),
+                                       un("stablehlo.exponential", mx)));
+  Value neg = ir::Compare(h, mnr, ir::Constant(h, 0, real, t.dims), "LT");
+  Value nan = ir::Constant(h, NAN, real, t.dims);
+  return ir::Select(h, isnan(mn), ir::Complex(h, nan, nan),
+                    ir::Select(h, same_inf, ir::Select(h, neg, mn, both), generic));
 }
 
 }  // namespace tpu::lowering

@@ -18,6 +18,8 @@ Value Div(Ctx& c, Value a, Value b);
 // x converted to dtype `t` and broadcast (numpy rules) to `dims`.
 Value Cast(Ctx& c, Value x, DType t, const Dims& dims);
 Value Cast(Ctx& c, Value x, DType t);
+// log(exp(x) + exp(y)) of complex x, y as CPU computes it (ATen's _log_add_exp_helper).
+Value ComplexLogAddExp(Graph& h, Value x, Value y);
 // Named input converted/broadcast to the first output's type.
 Value InAsOut(Ctx& c, const std::string& name);
 // |x| in x's real dtype for a complex x; x itself otherwise.

@@ -310,6 +310,28 @@ Value LogAddExp(Ctx& c, Value a, Value b) {
   return ir::Select(c.g, skip, hi, r);
 }
 
+// Complex logcumsumexp in CPU's order, one position after another: the imaginary part of a
+// complex logarithm is defined only up to 2 pi, and CPU's is the one its sequence accumulates.
+V ComplexLogcumsumexp(Ctx& c) {
+  Value x = Cast(c, c.In("self"), c.out[0].dtype);
+  if (c.T(x).rank() == 0) x = ir::Reshape(c.g, x, {1});
+  const Type t = c.T(x);
+  const int64_t dim = ir::WrapDim(c.Int("dim"), t.rank());
+  if (t.numel() == 0) return {Finish(c, x)};
+  Dims one = t.dims;
+  one[dim] = 1;
+  const DType real = rt::RealOf(t.dtype);
+  Value start =
+      ir::Complex(c.g, ir::Constant(c.g, -INFINITY, real, one), ir::Constant(c.g, 0, real, one));
+  auto out = For(c.g, 0, t.dims[dim], 1, {start, x, x}, [&](Graph& h, Value j, V& s) {
+    std::vector<Value> at(t.rank(), ir::Constant(h, 0, DType::kS64));
+    at[dim] = j;
+    Value acc = ComplexLogAddExp(h, ir::DynamicSlice(h, s[2], at, one), s[0]);
+    return V{acc, ir::DynamicUpdateSlice(h, s[1], acc, at), s[2]};
+  });
+  return {Finish(c, out[1])};
+}
+
 // Softmax family along one dim, computed in float32 for half types.
 struct SoftmaxDims {
   Dims in_dims, dims;
@@ -353,6 +375,7 @@ void AddReduceRules(RuleMap& m) {
   m["aten::_log_softmax"] = +[](Ctx& c) { return Softmax(c, true); };
   m["aten::_log_softmax_backward_data"] = +[](Ctx& c) { return SoftmaxBackward(c, true); };
   m["aten::_logcumsumexp"] = +[](Ctx& c) {
+    if (rt::IsComplex(c.out[0].dtype)) return ComplexLogcumsumexp(c);
     return Scan(c, -INFINITY, [&](Value a, Value b) { return LogAddExp(c, a, b); });
   };
   m["aten::_softmax"] = +[](Ctx& c) { return Softmax(c, false); };

@@ -17,7 +17,11 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 MAX_SAMPLES = 8
 
 # (atol, rtol) per dtype, then per op where XLA's math differs from ATen's by design.
-DEFAULT_TOL = {torch.float32: (1e-5, 1.3e-5), torch.bfloat16: (1e-2, 1.6e-2)}
+DEFAULT_TOL = {
+    torch.float32: (1e-5, 1.3e-5),
+    torch.complex64: (1e-5, 1.3e-5),
+    torch.bfloat16: (1e-2, 1.6e-2),
+}
 OP_TOL: dict[str, tuple[float, float]] = {
     # XLA:CPU vectorizes transcendental functions with its own polynomial approximations.
     "erfinv": (1e-4, 1e-4),
@@ -147,7 +151,7 @@ def _compare_to_exact(actual: Any, expected: Any, tol: tuple[float, float],
     if len(a_leaves) != len(e_leaves):
         raise AssertionError(f"{len(a_leaves)} outputs, expected {len(e_leaves)}")
     for a, e, r in zip(a_leaves, e_leaves, tree_flatten(reference)[0]):
-        float_leaf = (isinstance(e, torch.Tensor) and e.is_floating_point() and
+        float_leaf = (isinstance(e, torch.Tensor) and (e.is_floating_point() or e.is_complex()) and
                         isinstance(a, torch.Tensor) and a.shape == e.shape and a.dtype == e.dtype)
         if not float_leaf:
             _compare(a, e, tol)  # shapes, dtypes and non-float values still match exactly
@@ -164,23 +168,25 @@ def _meaningful(cpus: float, exact: torch.Tensor, reduced: bool) -> bool:
     """Whether CPU's own result is near the higher-precision one (within 5% of its largest value
     for bfloat16/float16, 1% for float32). When it is not, the higher precision chose something
     else (an eigenvector's sign), and being as far from it as CPU says nothing."""
-    scale = exact.double().abs().nan_to_num(posinf=0.0).max().item() if exact.numel() else 0.0
+    scale = exact.abs().double().nan_to_num(posinf=0.0).max().item() if exact.numel() else 0.0
     return cpus <= (0.05 if reduced else 0.01) * scale
 
 
 def _error(x: torch.Tensor, exact: torch.Tensor) -> float:
-    d = (x.double() - exact.double()).abs()
+    wide = torch.complex128 if x.is_complex() or exact.is_complex() else torch.float64
+    d = (x.to(wide) - exact.to(wide)).abs()
     d[torch.isnan(x) & torch.isnan(exact)] = 0
     return d.nan_to_num(nan=float("inf")).max().item() if d.numel() else 0.0
 
 
 def _upcast(x: Any, to: torch.dtype = torch.float32) -> Any:
-    """x with its reduced-precision (to float32) or float32 (to float64) tensors converted."""
-    source = REDUCED if to == torch.float32 else (torch.float32,)
+    """x with its reduced-precision (to float32) or float32 and complex64 (to float64 and
+    complex128) tensors converted."""
+    source = REDUCED if to == torch.float32 else (torch.float32, torch.complex64)
 
     def up(t: Any) -> Any:
         if isinstance(t, torch.Tensor) and t.dtype in source:
-            return t.detach().to(to)
+            return t.detach().to(torch.complex128 if t.is_complex() else to)
         return t
 
     return tree_map(up, x)
@@ -242,14 +248,18 @@ def run_op(op: Any, dtype: torch.dtype = torch.float32, grad: bool = False) -> R
 
 def _compare_forward(op: Any, sample: Any, actual: Any, expected: Any, dtype: torch.dtype,
                      tol: tuple[float, float], process: Callable[[Any], Any]) -> None:
-    if dtype not in REDUCED and dtype != torch.float32:
+    if dtype not in REDUCED and dtype not in (torch.float32, torch.complex64):
         _compare(process(actual), process(expected), tol)
         return
     to = torch.float32 if dtype in REDUCED else torch.float64
     _compare_to_exact(process(actual), process(expected), tol,
                       lambda: process(op(*_upcast((sample.input, *sample.args), to),
                                          **_upcast(sample.kwargs, to))),
-                      str(to).removeprefix("torch."))
+                      _name(torch.complex128 if dtype == torch.complex64 else to))
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def _cpu_pinned(op: Any, dtype: torch.dtype, grad: bool, n: int) -> list[set[int]]:
@@ -344,6 +354,7 @@ EXTRA_DTYPES = {
     "int64": torch.int64,
     "int32": torch.int32,
     "bool": torch.bool,
+    "complex64": torch.complex64,
 }
 
 
