@@ -209,9 +209,22 @@ def test_complex_logaddexp_and_logcumsumexp_follow_cpu_branch_and_infinities():
 
 
 def test_complex_ops_without_a_complex_rule_say_so(z):
-    for f in (lambda x: torch.linalg.matrix_exp(x[:, :3]), lambda x: torch.renorm(x, 2, 0, 1.0)):
-        with pytest.raises(NotImplementedError, match="complex inputs are not supported"):
-            f(z.to(DEV)).cpu()
+    h = z[:, :3] @ z[:, :3].mH
+    with pytest.raises(NotImplementedError, match="complex inputs are not supported"):
+        torch.linalg.ldl_factor(h.to(DEV))[0].cpu()
+
+
+def test_complex_lstsq_matrix_exp_and_renorm_match_cpu(z):
+    g = torch.Generator().manual_seed(12)
+    b = torch.randn(3, 2, dtype=torch.complex64, generator=g)
+    for a, rhs in ((z, b), (z.mH, torch.randn(4, 2, dtype=torch.complex64, generator=g))):
+        ours = torch.linalg.lstsq(a.to(DEV), rhs.to(DEV), driver="gelsd")
+        cpus = torch.linalg.lstsq(a, rhs, driver="gelsd")
+        for name in ("solution", "residuals", "rank", "singular_values"):
+            same(getattr(ours, name), getattr(cpus, name), 1e-4)
+    m = z[:, :3] * 0.7
+    same(torch.linalg.matrix_exp(m.to(DEV)), torch.linalg.matrix_exp(m), 1e-4)
+    same(torch.renorm(z.to(DEV), 2, 0, 1.0), torch.renorm(z, 2, 0, 1.0))
 
 
 def test_eig_runs_lapack_on_the_host_and_differentiates_on_tpu():

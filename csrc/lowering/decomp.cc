@@ -1130,7 +1130,7 @@ std::vector<Value> LinalgLstsq(Ctx& c) {
   Graph& g = c.g;
   const Type& st = c.out[0];
   const DType dt = st.dtype;
-  if (rt::IsComplex(dt)) throw LoweringError("complex inputs are not supported");
+  const DType real = rt::IsComplex(dt) ? rt::RealOf(dt) : dt;  // of s, rank and residuals
   Value a = Cast(c, c.In("self"), dt), b = Cast(c, c.In("b"), dt);
   const Type ta = g.type(a);
   const int64_t m = Rows(ta), n = Cols(ta), k = std::min(m, n);
@@ -1143,7 +1143,7 @@ std::vector<Value> LinalgLstsq(Ctx& c) {
   Value x = Zeros(g, Type{dt, Cat(batch, {n, nrhs})});
   if (k > 0 && Type{dt, batch}.numel() > 0 && ta.numel() > 0) {
     const bool wide = m < n;
-    auto [u, s, v] = SvdTall(g, wide ? Mt(g, a) : a);
+    auto [u, s, v] = SvdTall(g, wide ? Mh(g, a) : a);
     Value left = wide ? v : u, right = wide ? u : v;  // m x k, n x k
     double rcond = c.Has("rcond") ? c.Double("rcond", 0) : -1;
     if (rcond < 0) rcond = Eps(dt) * static_cast<double>(std::max(m, n));
@@ -1152,11 +1152,11 @@ std::vector<Value> LinalgLstsq(Ctx& c) {
     first.back() = 1;
     Value largest = ir::Slice(g, s, Dims(sv.rank(), 0), first);
     largest = ir::BroadcastTo(g, largest, sv.dims);
-    Value cut = Mul(g, largest, Full(g, rcond, dt, sv.dims));
+    Value cut = Mul(g, largest, Full(g, rcond, real, sv.dims));
     Value keep = Compare(g, s, cut, "GT");
-    Value inv = Select(g, keep, Div(g, Full(g, 1, dt, sv.dims), s), Zeros(g, sv));
-    inv = ir::BroadcastTo(g, inv, Cat(batch, {k}));
-    Value coef = MatMul(g, Mt(g, ToBatch(g, left, batch)), bb);  // k x nrhs
+    Value inv = Select(g, keep, Div(g, Full(g, 1, real, sv.dims), s), Zeros(g, sv));
+    inv = AsType(g, ir::BroadcastTo(g, inv, Cat(batch, {k})), dt);
+    Value coef = MatMul(g, Mh(g, ToBatch(g, left, batch)), bb);  // k x nrhs
     coef = Mul(g, coef, Insert(g, inv, g.type(coef).dims, static_cast<int64_t>(batch.size()) + 1));
     x = MatMul(g, ToBatch(g, right, batch), coef);
     if (c.out[2].numel() > 0) {
@@ -1168,7 +1168,7 @@ std::vector<Value> LinalgLstsq(Ctx& c) {
   res[0] = ir::Reshape(g, x, st.dims);
   if (c.out[1].numel() > 0) {
     Value r = Sub(g, MatMul(g, ToBatch(g, a, batch), x), bb);
-    res[1] = ir::Reduce(g, Mul(g, r, r), Constant(g, 0, dt), {static_cast<int64_t>(batch.size())},
+    res[1] = ir::Reduce(g, AbsSq(g, r), Constant(g, 0, real), {static_cast<int64_t>(batch.size())},
                         "stablehlo.add");
   }
   return res;
@@ -1183,27 +1183,24 @@ std::vector<Value> LinalgLstsq(Ctx& c) {
 // is unique, so it matches PyTorch's (degree-18 Taylor variants of Bader et al.).
 std::vector<Value> MatrixExp(Ctx& c) {
   Graph& g = c.g;
-  if (rt::IsComplex(c.out[0].dtype)) throw LoweringError("complex inputs are not supported");
   if (c.out[0].numel() == 0) return AllZeros(c);
   const Type t{AccOf(c.out[0].dtype), c.out[0].dims};  // half types compute in float32
   const int64_t r = t.rank();
   const Dims batch = Batch(t);
+  const DType real = rt::IsComplex(t.dtype) ? rt::RealOf(t.dtype) : t.dtype;  // of the norm
   Value a = Cast(c, c.In("self"), t.dtype);
-  Value col_sums = ir::Reduce(g, ir::Unary(g, "stablehlo.abs", a), Constant(g, 0, t.dtype), {r - 2},
-                              "stablehlo.add");
-  Value norm = ir::Reduce(g, col_sums, Constant(g, 0, t.dtype), {r - 2}, "stablehlo.maximum");
-  const double theta = t.dtype == DType::kF64 ? 1.09 : 3.0;
-  Value lg = Div(g, ir::Unary(g, "stablehlo.log", Div(g, norm, Full(g, theta, t.dtype, batch))),
-                 Full(g, std::log(2.0), t.dtype, batch));
+  Value col_sums = ir::Reduce(g, ir::Abs(g, a), Constant(g, 0, real), {r - 2}, "stablehlo.add");
+  Value norm = ir::Reduce(g, col_sums, Constant(g, 0, real), {r - 2}, "stablehlo.maximum");
+  const double theta = real == DType::kF64 ? 1.09 : 3.0;
+  Value lg = Div(g, ir::Unary(g, "stablehlo.log", Div(g, norm, Full(g, theta, real, batch))),
+                 Full(g, std::log(2.0), real, batch));
   Value s = ir::Unary(g, "stablehlo.ceil", lg);
   // At least 0; at most 1100 (a NaN or infinite norm must not loop forever; exp is then inf/NaN).
-  s = ir::Clamp(g, Constant(g, 0, t.dtype), s, Constant(g, 1100, t.dtype));
-  s = Select(g, Compare(g, norm, norm, "NE"), Full(g, 1100, t.dtype, batch), s);
-  Value x = Mul(g, a,
-                Lead(g,
-                     ir::Unary(g, "stablehlo.exponential",
-                               Mul(g, s, Full(g, -std::log(2.0), t.dtype, batch))),
-                     t.dims));
+  s = ir::Clamp(g, Constant(g, 0, real), s, Constant(g, 1100, real));
+  s = Select(g, Compare(g, norm, norm, "NE"), Full(g, 1100, real, batch), s);
+  Value scale =
+      ir::Unary(g, "stablehlo.exponential", Mul(g, s, Full(g, -std::log(2.0), real, batch)));
+  Value x = Mul(g, a, Lead(g, AsType(g, scale, t.dtype), t.dims));
   Value eye = Eye(g, t.dtype, t.dims);
   Value p = eye;
   for (int k = 18; k >= 1; --k)

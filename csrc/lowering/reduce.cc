@@ -225,10 +225,11 @@ V Norm(Ctx& c, const char* ord_name) {
 
 // Each slice along `dim` scaled down to p-norm maxnorm where its norm exceeds it (ATen's factor
 // maxnorm / (norm + 1e-7)), computed in float for half types.
+// Of complex input, the norms (and maxnorm) are real; the factor scales the complex values.
 V Renorm(Ctx& c) {
-  if (rt::IsComplex(c.out[0].dtype)) throw LoweringError("complex inputs are not supported");
   Value x = Input(c);
   const Type t = c.T(x);
+  const DType real = rt::IsComplex(t.dtype) ? rt::RealOf(t.dtype) : t.dtype;
   int64_t dim = ir::WrapDim(c.Int("dim"), t.rank());
   Dims others, keep = t.dims;
   for (int64_t i = 0; i < t.rank(); ++i) {
@@ -242,11 +243,11 @@ V Renorm(Ctx& c) {
                          {"ord", ValueArg(c.In("p"))},
                          {"dim", IntsArg(others)},
                          {"keepdim", BoolArg(true)}},
-                        {Type{t.dtype, keep}})[0];
-  Value maxnorm = Cast(c, c.In("maxnorm"), t.dtype, keep);
+                        {Type{real, keep}})[0];
+  Value maxnorm = Cast(c, c.In("maxnorm"), real, keep);
   Value factor = Div(c, maxnorm, Add(c, norm, Splat(c, 1e-7, norm)));
   factor = ir::Select(c.g, ir::Compare(c.g, norm, maxnorm, "GT"), factor, Splat(c, 1, norm));
-  return {Finish(c, Mul(c, x, ir::BroadcastTo(c.g, factor, t.dims)))};
+  return {Finish(c, Mul(c, x, ir::BroadcastTo(c.g, Cast(c, factor, t.dtype), t.dims)))};
 }
 
 // log(sum(exp(x))) shifted by the max; infinite maxima are not subtracted (as in PyTorch).
