@@ -859,6 +859,14 @@ std::vector<Value> LinalgEigh(Ctx& c) {
 
 // ---- Symmetric indefinite (Bunch-Kaufman) factorization --------------------------------------
 
+// Whether any matrix's own column k (s64 [batch]) compares `dir` to bound: a loop that moves
+// each matrix on by its own step runs until none is left.
+Value AnyColumnLeft(Graph& h, Value k, int64_t bound, const char* dir) {
+  const Dims& batch = h.type(k).dims;
+  Value open = Compare(h, k, Full(h, static_cast<double>(bound), DType::kS64, batch), dir);
+  return ir::Reduce(h, open, Constant(h, 0, DType::kPred), AllDims(batch.size()), "stablehlo.or");
+}
+
 // One step of LAPACK's sytf2 (lower) at each matrix's own column k (s64 [batch]): the pivot
 // choice with alpha = (1 + sqrt(17)) / 8, the interchange within the trailing block, and the
 // rank-1 (1x1 pivot) or rank-2 (2x2 pivot) update, exactly as LAPACK orders them.
@@ -992,10 +1000,7 @@ std::vector<Value> LdlFactor(Ctx& c) {
   V init{Full(g, 0, DType::kS64, batch), a, Full(g, 0, DType::kS32, Cat(batch, {n})),
          Full(g, 0, DType::kS32, batch)};
   // Each matrix moves on by its own 1 or 2 columns a step, until every one is done.
-  auto open = [&](Graph& h, Value, const V& st) {
-    Value left = Compare(h, st[0], Full(h, n, DType::kS64, batch), "LT");
-    return ir::Reduce(h, left, Constant(h, 0, DType::kPred), AllDims(batch.size()), "stablehlo.or");
-  };
+  auto open = [&](Graph& h, Value, const V& st) { return AnyColumnLeft(h, st[0], n, "LT"); };
   auto step = [&](Graph& h, Value, V& st) { return LdlStep(h, st); };
   V out = detail::Counted(g, 0, 1, init, open, step);
   return {Tri(g, out[1], true), ir::Convert(g, out[2], c.out[1].dtype),
@@ -1105,17 +1110,13 @@ std::vector<Value> LdlSolve(Ctx& c) {
   piv = ir::BroadcastTo(g, piv, Cat(batch, {Rows(xt)}));
   Value b = ToBatch(g, Cast(c, c.In("B"), xt.dtype), batch);
   const int64_t n = Rows(xt);
-  auto any = [&](Graph& h, Value k, int64_t bound, const char* dir) {
-    Value open = Compare(h, k, Full(h, static_cast<double>(bound), DType::kS64, batch), dir);
-    return ir::Reduce(h, open, Constant(h, 0, DType::kPred), AllDims(batch.size()), "stablehlo.or");
-  };
   V fwd = detail::Counted(
       g, 0, 1, {Full(g, 0, DType::kS64, batch), b, a, piv},
-      [&](Graph& h, Value, const V& st) { return any(h, st[0], n, "LT"); },
+      [&](Graph& h, Value, const V& st) { return AnyColumnLeft(h, st[0], n, "LT"); },
       [&](Graph& h, Value, V& st) { return LdlForward(h, st); });
   V bwd = detail::Counted(
       g, 0, 1, {Full(g, static_cast<double>(n - 1), DType::kS64, batch), fwd[1], a, piv},
-      [&](Graph& h, Value, const V& st) { return any(h, st[0], 0, "GE"); },
+      [&](Graph& h, Value, const V& st) { return AnyColumnLeft(h, st[0], 0, "GE"); },
       [&](Graph& h, Value, V& st) { return LdlBackward(h, st); });
   return {bwd[1]};
 }
