@@ -216,7 +216,7 @@ def run_op(op: Any, dtype: torch.dtype = torch.float32, grad: bool = False) -> R
     except Exception as e:  # noqa: BLE001 (the sample generator itself failed)
         return Result(False, f"samples: {_short(e)}")
     compared = 0
-    for sample, pinned in zip(samples, _cpu_pinned(op, dtype, grad, len(samples))):
+    for sample, pinned in zip(samples, _cpu_pinned(op, dtype, grad, samples)):
         torch.manual_seed(0)
         try:
             expected = op(sample.input, *sample.args, **sample.kwargs)
@@ -262,22 +262,26 @@ def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _cpu_pinned(op: Any, dtype: torch.dtype, grad: bool, n: int) -> list[set[int]]:
+def _cpu_pinned(op: Any, dtype: torch.dtype, grad: bool, samples: list[Any]) -> list[set[int]]:
     """Per sample, the positions (in the flattened input, args and kwargs) of the tensors that
     the sample generator leaves on CPU whatever the device (tensor_split's indices, which must be
     on CPU): a sample made for the device under test has them on CPU too, so they stay there.
-    Found by making the samples on the meta device."""
+    Found by making the samples on the meta device; none where those differ in structure."""
+    none = [set() for _ in samples]
     try:
-        meta = list(itertools.islice(op.sample_inputs("meta", dtype, requires_grad=grad), n))
+        meta = list(itertools.islice(op.sample_inputs("meta", dtype, requires_grad=grad),
+                                     len(samples)))
     except Exception:  # noqa: BLE001 (a generator that needs real values: nothing is pinned)
-        return [set() for _ in range(n)]
-    if len(meta) != n:
-        return [set() for _ in range(n)]
-    return [
-        {i for i, x in enumerate(tree_flatten((s.input, s.args, s.kwargs))[0])
-         if isinstance(x, torch.Tensor) and x.device.type == "cpu"}
-        for s in meta
-    ]
+        return none
+    if len(meta) != len(samples):
+        return none
+    pinned = []
+    for m, s in zip(meta, samples):
+        ours, theirs = (tree_flatten((x.input, x.args, x.kwargs))[0] for x in (m, s))
+        same = len(ours) == len(theirs)
+        pinned.append({i for i, x in enumerate(ours) if same and isinstance(x, torch.Tensor)
+                       and x.device.type == "cpu" and isinstance(theirs[i], torch.Tensor)})
+    return pinned
 
 
 def _grad_leaves(x: Any) -> list[torch.Tensor]:
