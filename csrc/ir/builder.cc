@@ -158,6 +158,12 @@ Value Abs(Graph& g, Value x) {
   return g.Op1("stablehlo.abs", {x},
                WithDType(t, rt::IsComplex(t.dtype) ? rt::RealOf(t.dtype) : t.dtype));
 }
+Value AbsSq(Graph& g, Value x) {
+  if (!rt::IsComplex(g.type(x).dtype)) return Binary(g, "stablehlo.multiply", x, x);
+  Value re = Real(g, x), im = Imag(g, x);
+  return Binary(g, "stablehlo.add", Binary(g, "stablehlo.multiply", re, re),
+                Binary(g, "stablehlo.multiply", im, im));
+}
 Value Conj(Graph& g, Value z) {
   if (!rt::IsComplex(g.type(z).dtype)) return z;
   return Complex(g, Real(g, z), Unary(g, "stablehlo.negate", Imag(g, z)));

@@ -34,6 +34,8 @@ Value Imag(Graph& g, Value x);
 Value Complex(Graph& g, Value re, Value im);
 // |x|: stablehlo.abs, whose result is real for a complex x.
 Value Abs(Graph& g, Value x);
+// |x|^2 (real for a complex x, re^2 + im^2).
+Value AbsSq(Graph& g, Value x);
 // The complex conjugate (x itself for a real x).
 Value Conj(Graph& g, Value z);
 Value BroadcastInDim(Graph& g, Value x, const Dims& out, const Dims& mapping);

@@ -444,13 +444,6 @@ Value PermSign(Graph& g, Value piv, DType t) {
   return ir::Reduce(g, f, Constant(g, 1, t), {pt.rank() - 1}, "stablehlo.multiply");
 }
 
-// |x|^2, real for complex x.
-Value AbsSq(Graph& g, Value x) {
-  if (!rt::IsComplex(g.type(x).dtype)) return Mul(g, x, x);
-  Value re = ir::Real(g, x), im = ir::Imag(g, x);
-  return Add(g, Mul(g, re, re), Mul(g, im, im));
-}
-
 // The unit phase x / |x| of complex x (1 where x is 0), and |x| itself.
 std::pair<Value, Value> Phase(Graph& g, Value x) {
   const Type t = g.type(x);
@@ -466,9 +459,6 @@ Value ScaleLine(Graph& g, Value x, Value i, Value f, int64_t dim) {
   Value hit = Compare(g, Idx(g, d, dim), Lead(g, i, d), "EQ");
   return Select(g, hit, Mul(g, x, Lead(g, f, d)), x);
 }
-
-// x as dtype t: a real rotation's (c, s) applied to complex lines.
-Value AsType(Graph& g, Value x, DType t) { return g.type(x).dtype == t ? x : ir::Convert(g, x, t); }
 
 // PyTorch factors A^T when A is real and contiguous (det(A^T) = det(A)), else A, and its backward
 // solves with that LU; rules see no strides, so a contiguous A is assumed.
@@ -493,15 +483,11 @@ std::vector<Value> Slogdet(Ctx& c) {
   LuResult f = LuForDet(c, t);
   Value d = Diag(g, f.lu);
   int64_t last = g.type(d).rank() - 1;
-  Value mag = ir::Abs(g, d);
-  Value unit = ir::Unary(g, "stablehlo.sign", d);
-  if (rt::IsComplex(t)) {
-    Value zero = Compare(g, mag, Zeros(g, g.type(mag)), "EQ");
-    unit = Select(g, zero, Zeros(g, g.type(d)), Phase(g, d).first);
-  }
-  Value sgn = ir::Reduce(g, unit, Constant(g, 1, t), {last}, "stablehlo.multiply");
-  Value logabs = ir::Reduce(g, ir::Unary(g, "stablehlo.log", mag), Constant(g, 0, real), {last},
-                            "stablehlo.add");
+  // stablehlo.sign of a complex pivot is its phase, d / |d| (0 for 0).
+  Value sgn = ir::Reduce(g, ir::Unary(g, "stablehlo.sign", d), Constant(g, 1, t), {last},
+                         "stablehlo.multiply");
+  Value logabs = ir::Reduce(g, ir::Unary(g, "stablehlo.log", ir::Abs(g, d)), Constant(g, 0, real),
+                            {last}, "stablehlo.add");
   return {Mul(g, sgn, PermSign(g, f.piv, t)), logabs, f.lu, ir::Convert(g, f.piv, c.out[3].dtype)};
 }
 
@@ -528,15 +514,16 @@ std::pair<Value, Value> Geqrf(Graph& g, Value a) {
     Value tail = Select(h, below, x, zeros(cdims));
     const bool complex = rt::IsComplex(t.dtype);
     const DType real = complex ? rt::RealOf(t.dtype) : t.dtype;
-    Value xnorm2 = ir::Reduce(h, AbsSq(h, tail), Constant(h, 0, real), {r - 2}, "stablehlo.add");
+    Value xnorm2 =
+        ir::Reduce(h, ir::AbsSq(h, tail), Constant(h, 0, real), {r - 2}, "stablehlo.add");
     // dlarfg (zlarfg): beta = -sign(re alpha) * ||(alpha, x)||, tau = (beta - alpha) / beta,
     // v = x / (alpha - beta); no reflection when x's tail is zero (and alpha real).
     Value re = ir::Real(h, alpha), zr = Full(h, 0, real, batch);
     Value none = Compare(h, xnorm2, zr, "EQ");
     if (complex) none = And(h, none, Compare(h, ir::Imag(h, alpha), zr, "EQ"));
-    Value norm = ir::Unary(h, "stablehlo.sqrt", Add(h, AbsSq(h, alpha), xnorm2));
+    Value norm = ir::Unary(h, "stablehlo.sqrt", Add(h, ir::AbsSq(h, alpha), xnorm2));
     Value beta = Select(h, Compare(h, re, zr, "GE"), ir::Unary(h, "stablehlo.negate", norm), norm);
-    beta = AsType(h, Select(h, none, re, beta), t.dtype);
+    beta = ir::Convert(h, Select(h, none, re, beta), t.dtype);
     Value tj = Select(h, none, zeros(batch), Div(h, Sub(h, beta, alpha), beta));
     Value one = Full(h, 1, t.dtype, batch);
     Value scal = Select(h, none, one, Div(h, one, Sub(h, alpha, beta)));
@@ -724,7 +711,7 @@ std::pair<Value, Value> Eigh(Graph& g, Value x, bool lower) {
     sym = Select(g, EyeMask(g, t.dims), re, sym);
   }
   auto more = [&](Graph& h, Value a) {
-    Value sq = AbsSq(h, a);
+    Value sq = ir::AbsSq(h, a);
     Value total = ir::Reduce(h, sq, Constant(h, 0, real), AllDims(r), "stablehlo.add");
     Value off = ir::Reduce(h, Select(h, EyeMask(h, t.dims), Constant(h, 0, real, t.dims), sq),
                            Constant(h, 0, real), AllDims(r), "stablehlo.add");
@@ -747,7 +734,7 @@ std::pair<Value, Value> Eigh(Graph& g, Value x, bool lower) {
       app = ir::Real(h, app), aqq = ir::Real(h, aqq), apq = mag;
     }
     auto [cs, sn] = JacobiCs(h, app, aqq, apq);
-    cs = AsType(h, cs, t.dtype), sn = AsType(h, sn, t.dtype);
+    cs = ir::Convert(h, cs, t.dtype), sn = ir::Convert(h, sn, t.dtype);
     a = RotateLines(h, RotateLines(h, a, p, q, cs, sn, r - 2), p, q, cs, sn, r - 1);
     // The rotated (p, q) entries are zero by construction.
     Value rows = Idx(h, t.dims, r - 2), cols = Idx(h, t.dims, r - 1);
@@ -781,7 +768,7 @@ std::tuple<Value, Value, Value> SvdTall(Graph& g, Value x) {
     const Dims& gd = gram.dims;
     Value den = Mul(h, Insert(h, d, gd, r - 1), Insert(h, d, gd, r - 2));
     double e = Eps(t.dtype);
-    Value bad = Compare(h, AbsSq(h, gm), Mul(h, den, Full(h, e * e, real, gd)), "GT");
+    Value bad = Compare(h, ir::AbsSq(h, gm), Mul(h, den, Full(h, e * e, real, gd)), "GT");
     bad = And(h, bad, ir::Unary(h, "stablehlo.not", EyeMask(h, gd)));
     return ir::Reduce(h, bad, Constant(h, 0, DType::kPred), AllDims(r), "stablehlo.or");
   };
@@ -798,19 +785,19 @@ std::tuple<Value, Value, Value> SvdTall(Graph& g, Value x) {
       v = ScaleLine(h, v, q, ir::Conj(h, u), r - 1);
       apq = mag;
     }
-    auto [cs, sn] = JacobiCs(h, sum(AbsSq(h, ap)), sum(AbsSq(h, aq)), apq);
-    cs = AsType(h, cs, t.dtype), sn = AsType(h, sn, t.dtype);
+    auto [cs, sn] = JacobiCs(h, sum(ir::AbsSq(h, ap)), sum(ir::AbsSq(h, aq)), apq);
+    cs = ir::Convert(h, cs, t.dtype), sn = ir::Convert(h, sn, t.dtype);
     return std::pair{RotateLines(h, a, p, q, cs, sn, r - 1),
                      RotateLines(h, v, p, q, cs, sn, r - 1)};
   };
   auto [a, v] = Sweeps(g, x, Eye(g, t.dtype, gram.dims), n, more, step);
   Value norms =
       ir::Unary(g, "stablehlo.sqrt",
-                ir::Reduce(g, AbsSq(g, a), Constant(g, 0, real), {r - 2}, "stablehlo.add"));
+                ir::Reduce(g, ir::AbsSq(g, a), Constant(g, 0, real), {r - 2}, "stablehlo.add"));
   auto [s, idx] = SortLast(g, norms, true);
   Value perm = PermMatrix(g, idx, t.dtype);
   a = MatMul(g, a, perm);
-  Value sb = AsType(g, Insert(g, s, t.dims, r - 2), t.dtype);
+  Value sb = ir::Convert(g, Insert(g, s, t.dims, r - 2), t.dtype);
   // A zero singular value leaves a zero column of U rather than NaN.
   Value u = Select(g, Compare(g, sb, Zeros(g, g.type(sb)), "EQ"), Zeros(g, t), Div(g, a, sb));
   return {u, s, MatMul(g, v, perm)};
@@ -1156,7 +1143,7 @@ std::vector<Value> LinalgLstsq(Ctx& c) {
     Value cut = Mul(g, largest, Full(g, rcond, real, sv.dims));
     Value keep = Compare(g, s, cut, "GT");
     Value inv = Select(g, keep, Div(g, Full(g, 1, real, sv.dims), s), Zeros(g, sv));
-    inv = AsType(g, ir::BroadcastTo(g, inv, Cat(batch, {k})), dt);
+    inv = ir::Convert(g, ir::BroadcastTo(g, inv, Cat(batch, {k})), dt);
     Value coef = MatMul(g, Mh(g, ToBatch(g, left, batch)), bb);  // k x nrhs
     coef = Mul(g, coef, Insert(g, inv, g.type(coef).dims, static_cast<int64_t>(batch.size()) + 1));
     x = MatMul(g, ToBatch(g, right, batch), coef);
@@ -1169,8 +1156,8 @@ std::vector<Value> LinalgLstsq(Ctx& c) {
   res[0] = ir::Reshape(g, x, st.dims);
   if (c.out[1].numel() > 0) {
     Value r = Sub(g, MatMul(g, ToBatch(g, a, batch), x), bb);
-    res[1] = ir::Reduce(g, AbsSq(g, r), Constant(g, 0, real), {static_cast<int64_t>(batch.size())},
-                        "stablehlo.add");
+    res[1] = ir::Reduce(g, ir::AbsSq(g, r), Constant(g, 0, real),
+                        {static_cast<int64_t>(batch.size())}, "stablehlo.add");
   }
   return res;
 }
@@ -1201,7 +1188,7 @@ std::vector<Value> MatrixExp(Ctx& c) {
   s = Select(g, Compare(g, norm, norm, "NE"), Full(g, 1100, real, batch), s);
   Value scale =
       ir::Unary(g, "stablehlo.exponential", Mul(g, s, Full(g, -std::log(2.0), real, batch)));
-  Value x = Mul(g, a, Lead(g, AsType(g, scale, t.dtype), t.dims));
+  Value x = Mul(g, a, Lead(g, ir::Convert(g, scale, t.dtype), t.dims));
   Value eye = Eye(g, t.dtype, t.dims);
   Value p = eye;
   for (int k = 18; k >= 1; --k)

@@ -179,12 +179,7 @@ V VarStd(Ctx& c, bool take_sqrt, bool with_mean) {
   Value mean =
       Arith(c, "stablehlo.divide", s, ir::BroadcastTo(c.g, Cast(c, n, c.T(s).dtype), c.T(s).dims));
   Value d = Arith(c, "stablehlo.subtract", x, Expand(c, mean, in_dims, dims));
-  Value sq = rt::IsComplex(in)
-                 ? Arith(c, "stablehlo.add",
-                         Arith(c, "stablehlo.multiply", ir::Real(c.g, d), ir::Real(c.g, d)),
-                         Arith(c, "stablehlo.multiply", ir::Imag(c.g, d), ir::Imag(c.g, d)))
-                 : Arith(c, "stablehlo.multiply", d, d);
-  Value m2 = Sum(c, sq, dims);
+  Value m2 = Sum(c, ir::AbsSq(c.g, d), dims);
   Value corr = c.Has("correction") ? Cast(c, c.In("correction"), real)
                                    : Splat(c, c.Bool("unbiased", true) ? 1 : 0, c.T(n));
   // PyTorch divides by max(N - correction, 0).
