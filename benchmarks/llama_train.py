@@ -3,7 +3,7 @@ CPU eager, same model, same batch, in one run. The loop is finetune_llama.py's: 
 its loss (`loss.item()`), as a training loop that logs does. Step time is the wall time of the
 timed steps divided by their number, with the device synchronized before the clock stops.
 
-python benchmarks/llama_train.py [--steps N] [--warmup N]
+python benchmarks/llama_train.py [--steps N] [--warmup N] [--rounds N] [--shapes 16x40 8x128]
 """
 
 from __future__ import annotations
@@ -78,31 +78,73 @@ def timed_rounds(
     return times
 
 
+def alternating_rounds(
+    steps: dict[str, tuple[Callable[[], object], torch.device, str]], n: int, rounds: int
+) -> dict[str, list[float]]:
+    """Seconds per step of each entry, `rounds` rounds of `n` steps each, the order of the
+    entries reversed every round so that machine noise falls on all of them alike."""
+    syncs = {"tpu": torch.tpu.synchronize}
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    order = list(steps)
+    for r in range(rounds):
+        for name in order if r % 2 == 0 else order[::-1]:
+            step, device, mode = steps[name]
+            sync = syncs.get(device.type, lambda: None)
+            if device.type == "tpu":
+                torchtpu.set_mode(mode)
+            sync()
+            start = time.perf_counter()
+            for _ in range(n):
+                step()
+            sync()
+            times[name].append((time.perf_counter() - start) / n)
+    return times
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--shapes", nargs="+", default=[f"{BATCH}x{SEQ}", "8x128"])
     args = p.parse_args()
-    rows = []
     tpu, cpu = torchtpu.get_device(), torch.device("cpu")
-    runs = [
-        ("tpu (strict)", tpu, "strict"),
-        ("tpu (fused)", tpu, "fused"),
-        ("PyTorch CPU eager", cpu, ""),
-    ]
-    for name, device, mode in runs:
-        before = torchtpu.metrics()
-        t = statistics.median(step_times(device, args.steps, args.warmup, mode))
-        compiles = torchtpu.metrics()["compiles"] - before["compiles"]
-        rows.append((name, t * 1e3, BATCH * SEQ / t, compiles))
+    cfg = small_llama_config()
     print(
-        f"Llama ({small_llama_config().num_hidden_layers} layers, hidden "
-        f"{small_llama_config().hidden_size}), batch {BATCH}x{SEQ} tokens, "
-        f"median of 3 rounds of {args.steps} steps after {args.warmup} warm-up; platform {torchtpu.platform()}"
+        f"Llama ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}), train step "
+        f"(forward, backward, AdamW, loss.item()), median of {args.rounds} alternating rounds of "
+        f"{args.steps} steps after {args.warmup} warm-up; platform {torchtpu.platform()}, "
+        f"{torch.get_num_threads()} CPU threads"
     )
-    print(f"{'':20s} {'step ms':>9s} {'tokens/s':>10s} {'compiles':>9s}")
-    for name, ms, tps, compiles in rows:
-        print(f"{name:20s} {ms:9.1f} {tps:10.0f} {compiles:9d}")
+    print(f"{'batch':8s} {'':20s} {'step ms':>9s} {'tokens/s':>10s} {'compiles':>9s} {'vs CPU':>7s}")
+    for shape in args.shapes:
+        batch, seq = (int(x) for x in shape.split("x"))
+        runs = {
+            "tpu (strict)": (tpu, "strict"),
+            "tpu (fused)": (tpu, "fused"),
+            "PyTorch CPU eager": (cpu, ""),
+        }
+        steps, compiles = {}, {}
+        for name, (device, mode) in runs.items():
+            if device.type == "tpu":
+                torchtpu.set_mode(mode)
+            before = torchtpu.metrics()["compiles"]
+            step = train_step(device, batch, seq)
+            for _ in range(args.warmup):
+                step()
+            steps[name] = (step, device, mode)
+            compiles[name] = torchtpu.metrics()["compiles"] - before
+        times = alternating_rounds(steps, args.steps, args.rounds)
+        med = {name: statistics.median(t) for name, t in times.items()}
+        for name in runs:
+            ms = med[name] * 1e3
+            ratio = med["PyTorch CPU eager"] / med[name]
+            print(
+                f"{shape:8s} {name:20s} {ms:9.1f} {batch * seq / med[name]:10.0f} "
+                f"{compiles[name]:9d} {ratio:6.2f}x"
+            )
+        print(f"{shape:8s} fused / strict speed-up: {med['tpu (strict)'] / med['tpu (fused)']:.2f}x")
+    torchtpu.set_mode("fused")
 
 
 if __name__ == "__main__":

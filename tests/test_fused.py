@@ -228,6 +228,31 @@ def test_the_profile_notes_each_program_and_the_flush_time(fused):
     assert torchtpu._C._take_program_runs() == [] and z.shape == y.shape
 
 
+def test_a_scalar_used_by_every_op_of_a_trace_is_uploaded_once(fused):
+    """A trace holds its inputs' buffers, not their lazy values: a scalar that every op of a
+    loop reads (add's alpha, 1) is found through its buffer and uploaded once, not once per op,
+    also when the op cache replays the calls. It used to be uploaded by every call."""
+    limit = torchtpu._C._fused_max_ops()
+    torchtpu._C._set_fused_max_ops(1000)
+    try:
+        b_cpu = torch.randn(8, 8)
+        b, acc, expected = b_cpu.to(fused), torch.zeros(8, 8, device=fused), torch.zeros(8, 8)
+        for _ in range(3):  # the op cache learns the call
+            acc = acc + b
+            expected = expected + b_cpu
+        torch.tpu.synchronize()
+        torchtpu.reset_metrics()
+        for _ in range(200):
+            acc = acc + b
+            expected = expected + b_cpu
+        torch.testing.assert_close(acc.cpu(), expected)
+        m = torchtpu.metrics()
+        assert m["replayed_ops"] >= 200
+        assert m["scalar_uploads"] <= 2, m["scalar_uploads"]
+    finally:
+        torchtpu._C._set_fused_max_ops(limit)
+
+
 def test_a_program_recorded_again_is_not_compiled_again_after_other_scalars(fused):
     """Equal scalars of one trace share a parameter whether their value was used before or not,
     so what ran earlier (here: 0.3717 used twice, which keeps its buffer) cannot change a

@@ -132,7 +132,8 @@ def metrics() -> dict[str, Any]:
     disk_cache_hits, recorded_ops and flushes (fused mode), replayed_ops (op calls that reused an
     earlier identical call's lowered graph: the op cache), fused_collectives and
     lone_collectives (per rank: collectives that ran inside a program with other ops, and those
-    that ran as programs of their own); and one gauge, loaded_programs (executables loaded now,
+    that ran as programs of their own), donated_buffers, scalar_uploads (Python numbers copied
+    to the device: a value still in use or kept is not copied again); and one gauge, loaded_programs (executables loaded now,
     at most TORCHTPU_MAX_LOADED_PROGRAMS), which reset_metrics leaves alone."""
     return _C.metrics()
 

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <mutex>
 #include <set>
+#include <string>
+#include <unordered_map>
 
 #include "aten/arg_checks.h"
 #include "aten/generator.h"
@@ -352,7 +354,7 @@ namespace {
 struct OpCall {
   const c10::OperatorHandle& op;
   const c10::FunctionSchema& schema;
-  std::string name;  // "aten::add.Tensor"
+  const std::string& name;  // "aten::add.Tensor"
   std::vector<c10::IValue> args;
   int device = 0;
   // With at least one tensor return, Meta gives every return (tensors and ints); ops returning
@@ -598,6 +600,28 @@ void Submit(const OpCall& call, GraphBuilder& b, const lowering::Ctx& ctx,
   if (!host.empty()) RaiseFailedChecks(call.device, false);  // a host read
 }
 
+struct OpNameAndRule {
+  std::string base, overload;  // the schema's, to tell a schema from a later one at its address
+  std::string name;            // "aten::add.Tensor"
+  lowering::Rule rule;
+};
+
+// The rule and full name of an operator, found once per schema and thread: the lookup builds
+// strings, and an op's host cost is a few microseconds.
+const OpNameAndRule& RuleOf(const c10::FunctionSchema& schema) {
+  thread_local std::unordered_map<const c10::FunctionSchema*, OpNameAndRule> seen;
+  auto it = seen.find(&schema);
+  if (it != seen.end() && it->second.base == schema.name() &&
+      it->second.overload == schema.overload_name()) {
+    return it->second;
+  }
+  const std::string& base = schema.name();
+  const std::string& overload = schema.overload_name();
+  OpNameAndRule e{base, overload, overload.empty() ? base : base + "." + overload,
+                  lowering::FindRule(base, overload)};
+  return seen.insert_or_assign(&schema, std::move(e)).first->second;
+}
+
 // A call the op cache has seen: its recorded graph runs on this call's buffers (steps 4 to 7
 // without lowering).
 void Replay(const OpCall& call, const OpRecipe& r, const CallTensors& tensors,
@@ -620,15 +644,10 @@ void Replay(const OpCall& call, const OpRecipe& r, const CallTensors& tensors,
 // (aten/graph_capture.h records them instead of running them).
 void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
-  OpCall call{
-      op,
-      schema,
-      schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name(),
-      {},
-      0,
-      false};
   // Step 2: the rule, by schema name.
-  lowering::Rule rule = lowering::FindRule(schema.name(), schema.overload_name());
+  const OpNameAndRule& found = RuleOf(schema);
+  lowering::Rule rule = found.rule;
+  OpCall call{op, schema, found.name, {}, 0, false};
   if (rule == nullptr) {
     if (CpuFallbackEnabled()) return CpuFallback(op, stack, call.name);
     TORCH_CHECK_NOT_IMPLEMENTED(false, "The operator '", call.name,

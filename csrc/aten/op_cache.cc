@@ -108,6 +108,9 @@ std::optional<std::string> OpCacheKey(const c10::OperatorHandle& op,
   if (!OpCacheEnabled() || eager::TraceOf(device).CapturingHere()) return std::nullopt;
   Key k{{}, call, {}};
   k.out.reserve(256);
+  call.tensors.reserve(args.size());
+  call.buffers.reserve(args.size());
+  k.storages.reserve(args.size());
   const void* id = &op.schema();
   k.Bytes(&id, sizeof(id));
   k.Int(device | (static_cast<int64_t>(eager::GetMode()) << 16) |

@@ -424,8 +424,13 @@ LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
     std::mutex mu;
     std::list<std::pair<ScalarKey, LazyPtr>> lru;  // most recently used first
     std::unordered_map<ScalarKey, decltype(lru)::iterator, ScalarKeyHash> kept;
-    std::unordered_map<ScalarKey, std::weak_ptr<Lazy>, ScalarKeyHash>
-        alive;  // every one handed out
+    // Every one handed out. A trace holds its inputs' buffers, not their lazy values, so a
+    // buffer can outlive the value it was handed out as: either counts as alive.
+    struct Alive {
+      std::weak_ptr<Lazy> lazy;
+      std::weak_ptr<rt::Buffer> buf;
+    };
+    std::unordered_map<ScalarKey, Alive, ScalarKeyHash> alive;
     size_t prune_at = kMinPrune;
   };
   if (t == rt::DType::kF64 && !HasFloat64()) {  // a TPU has no float64 buffers at all
@@ -442,7 +447,13 @@ LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
   }
   auto living = [&]() -> LazyPtr {
     auto a = c.alive.find(key);
-    return a == c.alive.end() ? nullptr : a->second.lock();
+    if (a == c.alive.end()) return nullptr;
+    if (LazyPtr l = a->second.lazy.lock()) return l;
+    rt::BufferPtr buf = a->second.buf.lock();
+    if (buf == nullptr) return nullptr;
+    LazyPtr l = Lazy::Of(std::move(buf), device);
+    a->second.lazy = l;
+    return l;
   };
   if (LazyPtr b = living()) {  // its second use: keep it
     c.lru.emplace_front(key, b);
@@ -455,11 +466,12 @@ LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
   }
   lock.unlock();  // the upload runs outside the lock
   LazyPtr b = Lazy::Of(Client().FromHost(bits, t, {}, device), device);
+  GetMetrics().scalar_uploads++;
   lock.lock();
   if (LazyPtr other = living()) return other;  // another thread uploaded it meanwhile
-  c.alive[key] = b;
+  c.alive[key] = {b, b->buf};
   if (c.alive.size() > c.prune_at) {
-    std::erase_if(c.alive, [](const auto& e) { return e.second.expired(); });
+    std::erase_if(c.alive, [](const auto& e) { return e.second.buf.expired(); });
     c.prune_at = std::max(kMinPrune, 2 * c.alive.size());
   }
   return b;

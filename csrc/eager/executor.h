@@ -48,6 +48,8 @@ struct Metrics {
   std::atomic<int64_t> retried_loads{0};
   // Parameter buffers given to fused programs for their outputs (input-output aliasing).
   std::atomic<int64_t> donated_buffers{0};
+  // Python scalars uploaded to the device (a value in use, or kept, is not uploaded again).
+  std::atomic<int64_t> scalar_uploads{0};
   // Host time in fused flushes (keys, lookups, building graphs, compiling, launching) and in
   // PJRT's Execute calls (launching; XLA:CPU may run a small program inside the call).
   std::atomic<int64_t> flush_ns{0};

@@ -47,6 +47,7 @@ py::dict Metrics() {
   d["lone_collectives"] = m.lone_collectives.load();
   d["retried_loads"] = m.retried_loads.load();
   d["donated_buffers"] = m.donated_buffers.load();
+  d["scalar_uploads"] = m.scalar_uploads.load();
   d["flush_seconds"] = static_cast<double>(m.flush_ns.load()) * 1e-9;
   d["execute_seconds"] = static_cast<double>(m.execute_ns.load()) * 1e-9;
   d["loaded_programs"] = eager::Client().loaded_executables();  // a gauge: never reset
@@ -68,6 +69,7 @@ void ResetMetrics() {
   m.lone_collectives = 0;
   m.retried_loads = 0;
   m.donated_buffers = 0;
+  m.scalar_uploads = 0;
   m.flush_ns = 0;
   m.execute_ns = 0;
 }
