@@ -91,6 +91,7 @@ bench: build
 	$(BIN)/python benchmarks/op_overhead.py
 	$(BIN)/python benchmarks/llama_train.py
 	$(BIN)/python benchmarks/llama_profile.py
+	$(BIN)/python benchmarks/xla_cpu_kernels.py
 
 # On a machine with an NVIDIA GPU: build against its torch, test on XLA:GPU, and the Llama step
 # beside PyTorch CUDA eager and Inductor (tools/gpu_check.sh says what it needs).
