@@ -79,24 +79,22 @@ def timed_rounds(
 
 
 def alternating_rounds(
-    steps: dict[str, tuple[Callable[[], object], torch.device, str]], n: int, rounds: int
+    entries: dict[str, tuple[Callable[[], object], Callable[[], object]]], n: int, rounds: int
 ) -> dict[str, list[float]]:
-    """Seconds per step of each entry, `rounds` rounds of `n` steps each, the order of the
-    entries reversed every round so that machine noise falls on all of them alike."""
-    syncs = {"tpu": torch.tpu.synchronize}
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    order = list(steps)
+    """Seconds per step of each entry (prepare, step): `rounds` rounds of `prepare()` then `n`
+    steps, the order of the entries reversed every round so that machine noise falls on all of
+    them alike. The device is synchronized before each clock starts and stops."""
+    times: dict[str, list[float]] = {name: [] for name in entries}
+    order = list(entries)
     for r in range(rounds):
         for name in order if r % 2 == 0 else order[::-1]:
-            step, device, mode = steps[name]
-            sync = syncs.get(device.type, lambda: None)
-            if device.type == "tpu":
-                torchtpu.set_mode(mode)
-            sync()
+            prepare, step = entries[name]
+            prepare()
+            torch.tpu.synchronize()
             start = time.perf_counter()
             for _ in range(n):
                 step()
-            sync()
+            torch.tpu.synchronize()
             times[name].append((time.perf_counter() - start) / n)
     return times
 
@@ -132,7 +130,7 @@ def main() -> None:
             step = train_step(device, batch, seq)
             for _ in range(args.warmup):
                 step()
-            steps[name] = (step, device, mode)
+            steps[name] = (lambda m=mode: torchtpu.set_mode(m) if m else None, step)
             compiles[name] = torchtpu.metrics()["compiles"] - before
         times = alternating_rounds(steps, args.steps, args.rounds)
         med = {name: statistics.median(t) for name, t in times.items()}

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
 
 import torch
-from llama_train import BATCH, SEQ, train_step
+from llama_train import BATCH, SEQ, alternating_rounds, train_step
 
 import torchtpu
 
@@ -52,22 +51,15 @@ def main() -> None:
 
 def alternating(step: Callable[[], object], switch: Callable[[bool], None], steps: int,
                 rounds: int) -> tuple[float, float]:
-    """Median seconds per step with the switch on and off, rounds alternating."""
-    times: dict[bool, list[float]] = {True: [], False: []}
+    """Median seconds per step with the switch on and off, in alternating rounds."""
     for on in (True, False):  # warm-up: each setting compiles its own programs
         switch(on)
         for _ in range(3):
             step()
-    for r in range(2 * rounds):
-        on = r % 2 == 0
-        switch(on)
-        torch.tpu.synchronize()
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        torch.tpu.synchronize()
-        times[on].append((time.perf_counter() - start) / steps)
-    return statistics.median(times[True]), statistics.median(times[False])
+    times = alternating_rounds(
+        {"on": (lambda: switch(True), step), "off": (lambda: switch(False), step)}, steps, rounds
+    )
+    return statistics.median(times["on"]), statistics.median(times["off"])
 
 
 if __name__ == "__main__":

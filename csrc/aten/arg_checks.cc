@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 
-#include <functional>
 #include <string>
 #include <unordered_map>
 
@@ -33,7 +32,11 @@ class Args {
   const std::vector<c10::IValue>& args_;
 };
 
-using Check = std::function<void(const Args&)>;
+// Each check as an ArgumentCheck: it reads the call through Args.
+template <void (*F)(const Args&)>
+void Run(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args) {
+  F(Args(schema, args));
+}
 
 // amax/amin: the out tensor holds the input's dtype, no other.
 void SameOutDtype(const Args& a) {
@@ -69,24 +72,19 @@ void Multinomial(const Args& a) {
   TORCH_CHECK(a.Int("num_samples") > 0, "cannot sample n_sample <= 0 samples");
 }
 
-const std::unordered_map<std::string, Check>& Checks() {
-  static const auto* checks = new std::unordered_map<std::string, Check>{
-      {"aten::amax", SameOutDtype},
-      {"aten::amin", SameOutDtype},
-      {"aten::aminmax", AminmaxOut},
-      {"aten::masked_scatter", MaskedScatter},
-      {"aten::masked_scatter_", MaskedScatter},
-      {"aten::multinomial", Multinomial},
-  };
-  return *checks;
-}
-
 }  // namespace
 
-void CheckArguments(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args) {
-  const auto& checks = Checks();
-  auto it = checks.find(schema.name());
-  if (it != checks.end()) it->second(Args(schema, args));
+ArgumentCheck FindArgumentCheck(const std::string& name) {
+  static const auto* checks = new std::unordered_map<std::string, ArgumentCheck>{
+      {"aten::amax", &Run<SameOutDtype>},
+      {"aten::amin", &Run<SameOutDtype>},
+      {"aten::aminmax", &Run<AminmaxOut>},
+      {"aten::masked_scatter", &Run<MaskedScatter>},
+      {"aten::masked_scatter_", &Run<MaskedScatter>},
+      {"aten::multinomial", &Run<Multinomial>},
+  };
+  auto it = checks->find(name);
+  return it == checks->end() ? nullptr : it->second;
 }
 
 }  // namespace tpu::aten

@@ -5,11 +5,16 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <string>
 #include <vector>
 
 namespace tpu::aten {
 
-// Raises PyTorch's error for bad arguments of `schema`'s op, if it has checks of its own here.
-void CheckArguments(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args);
+// Raises PyTorch's error for bad arguments of a call of `schema`'s op.
+using ArgumentCheck = void (*)(const c10::FunctionSchema& schema,
+                               const std::vector<c10::IValue>& args);
+
+// The check of the op named `name` ("aten::amax"), or nullptr when it has none of its own here.
+ArgumentCheck FindArgumentCheck(const std::string& name);
 
 }  // namespace tpu::aten

@@ -604,10 +604,11 @@ struct OpNameAndRule {
   std::string base, overload;  // the schema's, to tell a schema from a later one at its address
   std::string name;            // "aten::add.Tensor"
   lowering::Rule rule;
+  ArgumentCheck check;  // nullptr: none of its own
 };
 
-// The rule and full name of an operator, found once per schema and thread: the lookup builds
-// strings, and an op's host cost is a few microseconds.
+// The rule, argument check and full name of an operator, found once per schema and thread: the
+// lookups build strings, and an op's host cost is a few microseconds.
 const OpNameAndRule& RuleOf(const c10::FunctionSchema& schema) {
   thread_local std::unordered_map<const c10::FunctionSchema*, OpNameAndRule> seen;
   auto it = seen.find(&schema);
@@ -618,7 +619,7 @@ const OpNameAndRule& RuleOf(const c10::FunctionSchema& schema) {
   const std::string& base = schema.name();
   const std::string& overload = schema.overload_name();
   OpNameAndRule e{base, overload, overload.empty() ? base : base + "." + overload,
-                  lowering::FindRule(base, overload)};
+                  lowering::FindRule(base, overload), FindArgumentCheck(base)};
   return seen.insert_or_assign(&schema, std::move(e)).first->second;
 }
 
@@ -662,7 +663,7 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
   for (const auto& r : schema.returns()) {
     call.tensor_returns |= r.type()->kind() == c10::TypeKind::TensorType;
   }
-  CheckArguments(schema, call.args);
+  if (found.check != nullptr) found.check(schema, call.args);
   // Ops answering the host (torch.equal) read a result now: they are not worth a recipe.
   CallTensors tensors;
   std::optional<std::string> key;
