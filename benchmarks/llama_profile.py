@@ -11,7 +11,9 @@ Rows, in milliseconds per step:
   before it done) to when its outputs were ready, then each program's share; idle is the step's
   wall time the device had nothing to run;
 - dot kernels: the step's matmuls (every mm/addmm/bmm/baddbmm PyTorch runs in the CPU step, by
-  shape), timed in isolation: XLA:CPU as 16 independent dots in one program, PyTorch as 16 calls.
+  shape), timed in isolation: XLA:CPU as 16 independent dots in one program, PyTorch as 16 calls;
+  their floating-point operations per step and the rate each side reaches, which shows how close
+  the dots are to what the cores can do (the floor under any step time).
 
 python benchmarks/llama_profile.py [--steps N] [--shapes 16x40 8x128]
 """
@@ -19,6 +21,7 @@ python benchmarks/llama_profile.py [--steps N] [--shapes 16x40 8x128]
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import time
 from collections import Counter, defaultdict
@@ -155,8 +158,16 @@ def seconds_per_dot(func: object, arg_shapes: tuple, device: torch.device, reps:
     return statistics.median(samples)
 
 
-def dot_times(batch: int, seq: int) -> tuple[float, float, int]:
-    """Seconds per step of the step's dots: XLA:CPU and PyTorch CPU, each op timed alone."""
+def dot_flops(arg_shapes: tuple) -> int:
+    """Floating-point operations of one mm/addmm/bmm/baddbmm: 2 per multiply-add. The last two
+    shapes are the factors ([..., m, k] and [..., k, n]); a bias comes first."""
+    *_, a, b = arg_shapes
+    return 2 * math.prod(a) * b[-1]
+
+
+def dot_times(batch: int, seq: int) -> tuple[float, float, int, int]:
+    """Seconds per step of the step's dots (XLA:CPU and PyTorch CPU, each op timed alone), their
+    number and their floating-point operations."""
     step = train_step(torch.device("cpu"), batch, seq)
     step()
     with DotShapes() as shapes:
@@ -165,7 +176,8 @@ def dot_times(batch: int, seq: int) -> tuple[float, float, int]:
     tpu, cpu = torchtpu.get_device(), torch.device("cpu")
     ours = sum(n * seconds_per_dot(f, s, tpu) for (f, s), n in shapes.seen.items())
     theirs = sum(n * seconds_per_dot(f, s, cpu) for (f, s), n in shapes.seen.items())
-    return ours, theirs, sum(shapes.seen.values())
+    flops = sum(n * dot_flops(s) for (_, s), n in shapes.seen.items())
+    return ours, theirs, sum(shapes.seen.values()), flops
 
 
 def main() -> None:
@@ -177,7 +189,7 @@ def main() -> None:
     cols, programs = [], []
     for batch, seq in configs:
         prof = fused_step_profile(batch, seq, args.steps)
-        ours, theirs, n_dots = dot_times(batch, seq)
+        ours, theirs, n_dots, flops = dot_times(batch, seq)
         cpu = torch.device("cpu")
         cpu_step = statistics.median(timed_rounds(train_step(cpu, batch, seq), cpu, args.steps, 3))
         n = prof["steps"]
@@ -202,6 +214,9 @@ def main() -> None:
                 "device, idle": ms(prof["wall"] - busy),
                 "dot kernels, XLA:CPU (isolated)": ours * 1e3,
                 "dot kernels, PyTorch CPU (same shapes)": theirs * 1e3,
+                "dot GFLOP per step": flops / 1e9,
+                "dot GFLOP/s, XLA:CPU (isolated)": flops / ours / 1e9,
+                "dot GFLOP/s, PyTorch CPU (same shapes)": flops / theirs / 1e9,
                 "recorded ops per step": d["recorded_ops"] / n,
                 "host us per recorded op (all host work)": (sum(rec.values()) - rec["read"])
                 / d["recorded_ops"]
