@@ -99,7 +99,7 @@ gpu-check:
 	tools/gpu_check.sh
 
 lint: $(VENV)/.deps
-	$(BIN)/ruff check torchtpu tests benchmarks examples
+	$(BIN)/ruff check torchtpu tests benchmarks examples tools
 	clang-format --dry-run --Werror $$(git ls-files 'csrc/*.cc' 'csrc/*.h' 'tests/cpp/*')
 
 clean:
