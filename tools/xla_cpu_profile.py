@@ -11,7 +11,10 @@ oneDNN's generated GEMM kernels, the inner loops of XLA:CPU's Eigen dots.
 
 Needs `perf` (Debian: linux-perf) and the right to profile (perf_event_paranoid <= 1, or root).
 
-python tools/xla_cpu_profile.py [--shape 16x40] [--seconds 5] [--mode fused]
+python tools/xla_cpu_profile.py [--shape 16x40] [--seconds 5] [--mode fused|strict|compiled]
+
+`compiled` is compile_llama.py's step under `torch.compile(backend="tpu")`. Under the profiler,
+strict mode runs at about half its usual speed (a context switch per op).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path[:0] = [os.path.join(ROOT, "benchmarks"), os.path.join(ROOT, "examples")]
 
 import torch
+from compile_llama import make_step
 from llama_train import train_step
 
 import torchtpu
@@ -161,12 +165,15 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--shape", default="16x40")
     p.add_argument("--seconds", type=float, default=5.0)
-    p.add_argument("--mode", default="fused")
+    p.add_argument("--mode", choices=["fused", "strict", "compiled"], default="fused")
     p.add_argument("--top", type=int, default=12, help="fused kernels listed by name")
     args = p.parse_args()
     batch, seq = (int(x) for x in args.shape.split("x"))
-    torchtpu.set_mode(args.mode)
-    step = train_step(torchtpu.get_device(), batch, seq)
+    torchtpu.set_mode("fused" if args.mode == "compiled" else args.mode)
+    if args.mode == "compiled":
+        step = make_step(torchtpu.get_device(), "tpu", batch, seq)
+    else:
+        step = train_step(torchtpu.get_device(), batch, seq)
     for _ in range(8):
         step()
     torch.tpu.synchronize()
