@@ -23,18 +23,21 @@ bool IsContiguous(const Strided& v) {
 
 // A non-overlapping view as a chain of (size, stride) dims sorted by decreasing stride where
 // each stride divides the previous one: then the view is "pad, reshape, slice" of the flat
-// storage, with no gather. `kept` are the view dims of size > 1 in chain order.
+// storage, with no gather. `kept` are the view dims of size > 1 in chain order. A read may also
+// skip broadcast (stride 0) dims, which it restores with a broadcast: an `expand`ed view (GQA's
+// repeated keys, a causal mask) is then a slice, not a gather of every element.
 struct Chain {
   bool ok = false;
   std::vector<int64_t> kept;  // view dim index, chain order
   int64_t span = 1;           // padded flat length covered: size0 * stride0
 };
 
-Chain MakeChain(const Strided& v) {
+Chain MakeChain(const Strided& v, bool skip_broadcast) {
   Chain c;
   for (size_t i = 0; i < v.sizes.size(); ++i) {
     if (v.sizes[i] > 1) {
-      if (v.strides[i] <= 0) return c;  // broadcast (stride 0) dims need a gather
+      if (v.strides[i] == 0 && skip_broadcast) continue;
+      if (v.strides[i] <= 0) return c;  // a write to a broadcast dim needs a scatter
       c.kept.push_back(static_cast<int64_t>(i));
     }
   }
@@ -290,7 +293,7 @@ Value ReadView(Graph& g, Value flat, const Strided& v) {
   if (IsContiguous(v) && v.offset + numel <= n) {
     return ir::Reshape(g, ir::DynamicSlice(g, flat, {Start(g, v)}, {numel}), v.sizes);
   }
-  Chain c = MakeChain(v);
+  Chain c = MakeChain(v, /*skip_broadcast=*/true);
   if (!c.ok) return GatherView(g, flat, v);
   Box b = MakeBox(v, c, n);
   Value x =
@@ -312,7 +315,7 @@ Value WriteView(Graph& g, Value flat, const Strided& v, Value update) {
   if (IsContiguous(v) && v.offset + numel <= n) {
     return ir::DynamicUpdateSlice(g, flat, ir::Reshape(g, update, {numel}), {Start(g, v)});
   }
-  Chain c = MakeChain(v);
+  Chain c = MakeChain(v, /*skip_broadcast=*/false);
   if (!c.ok) return ScatterView(g, flat, v, update);
   Value x = ToChainOrder(g, update, v, c);
   if (Box b = MakeBox(v, c, n); b.ok) {

@@ -6,6 +6,7 @@
 
 #include <cctype>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "ir/builder.h"
@@ -127,6 +128,27 @@ TEST(ViewOffsets, WrappingViewKeepsItsValues) {
   std::vector<float> expected;
   for (int64_t at : HostIndices(v)) expected.push_back(storage[at]);
   EXPECT_EQ(RunView(read.g, storage, v.offset, nullptr), expected);
+}
+
+// An expanded view (stride 0 dims, as GQA's repeated keys) is read as a slice and a broadcast,
+// not a gather of every element, with one program for every offset where it fits as a box; a
+// wrapping one still reads the right elements.
+TEST(ViewOffsets, BroadcastViewIsReadWithoutAGather) {
+  constexpr int64_t n = 48;
+  std::vector<float> storage(n);
+  std::iota(storage.begin(), storage.end(), 0.0f);
+  Strided shape{DType::kF32, 0, {2, 3, 4}, {8, 0, 1}};
+  Built first = Build(n, shape, false);
+  EXPECT_EQ(ir::PrintModule(first.g).find("stablehlo.gather"), std::string::npos);
+  for (int64_t offset : {0, 9, 36, 6}) {
+    Strided v = shape;
+    v.offset = offset;
+    Built read = Build(n, v, false);
+    if (offset != 6) EXPECT_EQ(read.hash, first.hash) << offset;  // 6 wraps around a row
+    std::vector<float> expected;
+    for (int64_t at : HostIndices(v)) expected.push_back(storage[at]);
+    EXPECT_EQ(RunView(read.g, storage, offset, nullptr), expected) << offset;
+  }
 }
 
 }  // namespace
