@@ -42,6 +42,7 @@ import torchtpu
 from torchtpu import _C
 
 SHT_SYMTAB, STT_FUNC, STT_OBJECT = 2, 2, 1
+HZ = 1999  # perf's sampling rate
 
 
 def elf_symbols(elf: bytes, kind: int) -> list[tuple[int, int, int, str]]:
@@ -128,34 +129,36 @@ def rwx_ranges() -> list[tuple[int, int]]:
 MALLOC = re.compile(r"malloc|free|_int_|unlink_chunk|consolidate|memalign")
 
 
-def category(comm: str, sym: str, dso: str, ip: int, rwx: list[tuple[int, int]]) -> str:
-    xla = comm.startswith("tf_")
-    side = "XLA threads" if xla else "host threads"
+FUSED, XLA, HOST = "XLA threads: fused kernels", "XLA threads", "host threads"
+DOTS = "dots (Eigen packing, oneDNN GEMM)"
+
+
+def category(comm: str, sym: str, dso: str, ip: int, rwx: list[tuple[int, int]]) -> tuple[str, str]:
+    """(group, kind of work) of one sample."""
+    side = XLA if comm.startswith("tf_") else HOST
     if MALLOC.search(sym):
-        return f"{side}: malloc/free"
+        return side, "malloc/free"
     if "kernel.kallsyms" in dso:
-        return f"{side}: Linux kernel (scheduling, page faults)"
-    if xla:
-        if "gemm" in sym or "dnnl" in sym or "Contraction" in sym:
-            return "XLA threads: dots (Eigen packing, oneDNN GEMM)"
-        if any(lo <= ip < hi for lo, hi in rwx):
-            return "XLA threads: dots (Eigen packing, oneDNN GEMM)"
+        return side, "Linux kernel (scheduling, page faults)"
+    if side == XLA:
+        if re.search(r"gemm|dnnl|Contraction", sym) or any(lo <= ip < hi for lo, hi in rwx):
+            return XLA, DOTS
         if "perf-" in dso or dso.startswith("[JIT]"):
-            return "XLA threads: fused kernels: " + re.sub(r"\.\d+$", "", sym)
+            return FUSED, re.sub(r"\.\d+$", "", sym)
         if re.search(r"Eigen::|RunQueue|EventCount|tsl::thread", sym):
-            return "XLA threads: thread pool (queues, stealing)"
+            return XLA, "thread pool (queues, stealing)"
         if "libm" in dso:
-            return "XLA threads: libm (" + sym + ")"
-        return "XLA threads: other (runtime, " + os.path.basename(dso) + ")"
+            return XLA, f"libm ({sym})"
+        return XLA, f"other (runtime, {os.path.basename(dso)})"
     if "libpython" in dso or dso.endswith("python3") or "python3." in os.path.basename(dso):
-        return "host threads: Python interpreter"
+        return HOST, "Python interpreter"
     if "libtorch" in dso or "libc10" in dso:
-        return "host threads: PyTorch (dispatcher, autograd)"
+        return HOST, "PyTorch (dispatcher, autograd)"
     if "torchtpu" in dso:
-        return "host threads: torchtpu (recording, keys, launch)"
-    if "xla_cpu_pjrt" in dso or "pjrt" in dso:
-        return "host threads: PJRT client (execute, buffers)"
-    return "host threads: other (" + os.path.basename(dso) + ")"
+        return HOST, "torchtpu (recording, keys, launch)"
+    if "pjrt" in dso:
+        return HOST, "PJRT client (execute, buffers)"
+    return HOST, f"other ({os.path.basename(dso)})"
 
 
 SAMPLE = re.compile(r"^\s*(\S+)\s+\d+\s+([0-9a-f]+)\s+(.*?)\s+\((.*)\)\s*$")
@@ -166,7 +169,7 @@ def main() -> None:
     p.add_argument("--shape", default="16x40")
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--mode", choices=["fused", "strict", "compiled"], default="fused")
-    p.add_argument("--top", type=int, default=12, help="fused kernels listed by name")
+    p.add_argument("--top", type=int, default=12, help="rows listed per group")
     args = p.parse_args()
     batch, seq = (int(x) for x in args.shape.split("x"))
     torchtpu.set_mode("fused" if args.mode == "compiled" else args.mode)
@@ -187,7 +190,7 @@ def main() -> None:
                 "record",
                 "-q",
                 "-F",
-                "1999",
+                str(HZ),
                 "-p",
                 str(os.getpid()),
                 "-o",
@@ -211,28 +214,25 @@ def main() -> None:
             text=True,
             check=True,
         ).stdout
-    per_sample_ms = 1e3 / 1999
-    totals: collections.Counter[str] = collections.Counter()
+    totals: collections.Counter[tuple[str, str]] = collections.Counter()
     for line in script.splitlines():
         m = SAMPLE.match(line)
         if m:
             comm, ip, sym, dso = m.groups()
-            totals[category(comm, sym, dso, int(ip, 16), rwx)] += per_sample_ms
+            totals[category(comm, sym, dso, int(ip, 16), rwx)] += 1e3 / HZ
     # perf ran about args.seconds of the loop's wall time; scale samples to one step.
     per_step = steps / wall * args.seconds
     print(
         f"CPU ms per {args.mode} step at {args.shape} ({steps} steps, {wall / steps * 1e3:.1f} ms "
         f"wall per step, {kernels} JIT kernels named; 2 cores give 2 CPU ms per wall ms)"
     )
-    groups = ("XLA threads: fused kernels", "XLA threads", "host threads")
-    for group in groups:
-        rows = [(k, v) for k, v in totals.items() if k.startswith(group) and v]
-        if group == "XLA threads":
-            rows = [(k, v) for k, v in rows if not k.startswith(groups[0])]
-        total = sum(v for _, v in rows) / per_step
-        print(f"{group:60s} {total:7.2f}")
-        for k, v in sorted(rows, key=lambda kv: -kv[1])[: args.top]:
-            print(f"  {k[len(group) + 2 :]:58s} {v / per_step:7.2f}")
+    for group in (FUSED, XLA, HOST):
+        rows = sorted(
+            ((kind, ms) for (g, kind), ms in totals.items() if g == group), key=lambda r: -r[1]
+        )
+        print(f"{group:60s} {sum(ms for _, ms in rows) / per_step:7.2f}")
+        for kind, ms in rows[: args.top]:
+            print(f"  {kind:58s} {ms / per_step:7.2f}")
     print(f"{'all threads':60s} {sum(totals.values()) / per_step:7.2f}")
 
 
