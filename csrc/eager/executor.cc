@@ -10,6 +10,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "eager/bounded.h"
 #include "eager/origin.h"
 #include "eager/profile.h"
 #include "eager/trace.h"
@@ -267,6 +268,12 @@ bool OutOfJitResources(const rt::Error& e) {
 }
 }  // namespace
 
+bool IsLoaded(const ir::Hash128& key) {
+  ExecutableCache& cache = Cache();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  return cache.map.count(key) != 0;
+}
+
 rt::ExecutablePtr Executable(const ir::Hash128& key, const std::function<ir::Graph()>& build,
                              const std::vector<int>& device_ids) {
   ExecutableCache& cache = Cache();
@@ -381,8 +388,8 @@ std::vector<LazyPtr> Submit(std::shared_ptr<const ir::Graph> g, const ir::Hash12
 }
 
 rt::BufferPtr Materialize(const LazyPtr& v) {
-  if (v->ready.load(std::memory_order_acquire)) return v->buf;
-  return TraceOf(v->device).Materialize(v);
+  if (v->ready.load(std::memory_order_acquire)) return Unpadded(*v, v->buf);
+  return Unpadded(*v, TraceOf(v->device).Materialize(v));
 }
 
 void Flush(int device) { TraceOf(device).Flush(); }

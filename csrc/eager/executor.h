@@ -54,6 +54,8 @@ struct Metrics {
   // PJRT's Execute calls (launching; XLA:CPU may run a small program inside the call).
   std::atomic<int64_t> flush_ns{0};
   std::atomic<int64_t> execute_ns{0};
+  // Fused programs run as a family's bounded program (eager/bounded.h).
+  std::atomic<int64_t> bounded_runs{0};
 };
 
 Metrics& GetMetrics();
@@ -99,6 +101,8 @@ std::vector<rt::BufferPtr> Run(const ir::Graph& g, const std::vector<rt::BufferP
 // to compile: for one device, portable, or with one replica per global id in `device_ids`.
 rt::ExecutablePtr Executable(const ir::Hash128& key, const std::function<ir::Graph()>& build,
                              const std::vector<int>& device_ids = {});
+// Whether the executable cached under `key` is loaded (in memory).
+bool IsLoaded(const ir::Hash128& key);
 // Runs an executable, then notes its last output for Synchronize and events.
 // `ops`: how many recorded ops the program holds (for the profile).
 std::vector<rt::BufferPtr> Execute(const rt::Executable& exe,

@@ -10,8 +10,10 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "eager/bounded.h"
 #include "eager/executor.h"
 #include "eager/profile.h"
+#include "ir/builder.h"
 
 namespace tpu::eager {
 
@@ -142,7 +144,8 @@ std::vector<LazyPtr> Trace::Record(std::shared_ptr<const ir::Graph> g, const ir:
   for (const LazyPtr& in : inputs) {
     int64_t src;
     if (in->ready.load(std::memory_order_acquire)) {
-      src = External(in->buf);
+      // A capture's program runs again on exact buffers, so it takes none padded.
+      src = External(capturing_.load(std::memory_order_relaxed) ? Unpadded(*in, in->buf) : in->buf);
     } else if (in->error) {
       throw OpError(*in->error, false);
     } else {
@@ -460,6 +463,7 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
   // are numbered within the part, so the key does not depend on what else the trace held.
   std::unordered_map<int64_t, uint32_t> param_of;  // src -> parameter
   std::vector<rt::BufferPtr> params;
+  std::vector<ir::Type> logical;  // per parameter: the type of the value it holds
   std::vector<int64_t> param_src;
   std::vector<int64_t> local(t.live.size(), -1);  // value -> index among the part's values
   std::vector<uint32_t> outputs;                  // values the program returns
@@ -471,7 +475,8 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
     if (op.collective) collectives.push_back(op.collective);
     key.Mix(op.hash.lo);
     key.Mix(op.hash.hi);
-    for (int64_t src : op.inputs) {
+    for (size_t j = 0; j < op.inputs.size(); ++j) {
+      const int64_t src = op.inputs[j];
       if (src < 0 && local[~src] >= 0) {
         key.Mix(2 * static_cast<uint64_t>(local[~src]));
         continue;
@@ -480,7 +485,12 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
       auto [it, inserted] = param_of.emplace(src, static_cast<uint32_t>(params.size()));
       if (inserted) {
         params.push_back(src >= 0 ? t.externals[src] : t.computed[~src]);
+        logical.push_back(op.g->type(op.g->params[j]));
         param_src.push_back(src);
+        // A padded buffer (a bounded program's output) is another parameter type.
+        if (params.back()->dims() != logical.back().dims) {
+          for (int64_t d : params.back()->dims()) key.Mix(static_cast<uint64_t>(d) << 1 | 1);
+        }
       }
       key.Mix(2 * static_cast<uint64_t>(it->second) + 1);
     }
@@ -513,11 +523,18 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
     label.emplace(ProgramName(key, idx.size()), OpsByCount(names));
   }
   try {
-    auto build = [&] {
+    // With `padded`, each parameter takes its buffer as it is and cuts out the value it holds;
+    // without, it is typed as that value (what bounded programs are made from).
+    auto build_with = [&](bool padded) {
       ir::Graph fused;
       std::vector<ir::Value> param_values(params.size());
       for (size_t k = 0; k < params.size(); ++k) {
-        param_values[k] = fused.Param({params[k]->dtype(), params[k]->dims()});
+        const std::vector<int64_t>& dims = padded ? params[k]->dims() : logical[k].dims;
+        param_values[k] = fused.Param({params[k]->dtype(), dims});
+        if (dims != logical[k].dims) {
+          param_values[k] =
+              ir::Slice(fused, param_values[k], ir::Dims(dims.size(), 0), logical[k].dims);
+        }
       }
       std::vector<ir::Value> vals(t.live.size(), -1);
       for (size_t i : idx) {
@@ -530,10 +547,20 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
         std::copy(res.begin(), res.end(), vals.begin() + op.first_value);
       }
       for (uint32_t v : outputs) fused.results.push_back(vals[v]);
-      fused.donations = donations;
+      if (padded) fused.donations = donations;
       return fused;
     };
-    if (collectives.empty()) {
+    auto build = [&] { return build_with(true); };
+    std::optional<std::vector<rt::BufferPtr>> bounded;
+    if (collectives.empty() && program == nullptr) {
+      bounded = RunBounded(
+          {key.a, key.b}, [&] { return build_with(false); }, params, device_,
+          static_cast<int64_t>(idx.size()));
+    }
+    if (bounded) {
+      outs = std::move(*bounded);
+      donations.clear();  // a bounded program takes no donations
+    } else if (collectives.empty()) {
       exe = Executable({key.a, key.b}, build);
       outs = Execute(*exe, params, device_, static_cast<int64_t>(idx.size()));
     } else {

@@ -1,5 +1,7 @@
 #include "ir/graph.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <unordered_map>
 
@@ -63,11 +65,29 @@ std::vector<Value> Inline(Graph& into, const Graph& from, const std::vector<Valu
   return results;
 }
 
+std::optional<int64_t> WholeConstant(const Graph& g, const Node& n) {
+  if (n.op != "stablehlo.constant" || n.results.size() != 1 || g.type(n.results[0]).rank() != 0) {
+    return std::nullopt;
+  }
+  const size_t open = n.attrs.find("dense<");
+  const size_t close = n.attrs.find('>', open);
+  if (open == std::string::npos || close == std::string::npos) return std::nullopt;
+  const std::string lit = n.attrs.substr(open + 6, close - open - 6);
+  if (lit.empty() || lit.find('x') != std::string::npos) return std::nullopt;  // hex bit patterns
+  char* end = nullptr;
+  const double v = std::strtod(lit.c_str(), &end);
+  if (end != lit.c_str() + lit.size() || v != std::floor(v) || std::fabs(v) > 1e12) {
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(v);
+}
+
 namespace {
 
 // FNV-1a style mixing into two independent 64-bit lanes.
 struct Hasher {
   uint64_t a = 0xcbf29ce484222325ULL, b = 0x84222325cbf29ce4ULL;
+  bool shapeless = false;  // the dims of the graph's own values are left out
   void Mix(uint64_t x) {
     a = (a ^ x) * 0x100000001b3ULL;
     b = (b ^ (x + 0x9e3779b97f4a7c15ULL)) * 0x00000100000001b3ULL + 0x2545f4914f6cdd1dULL;
@@ -79,6 +99,7 @@ struct Hasher {
   void Mix(const Type& t) {
     Mix(static_cast<uint64_t>(t.dtype));
     Mix(t.dims.size());
+    if (shapeless) return;
     for (int64_t d : t.dims) Mix(static_cast<uint64_t>(d));
   }
   void Mix(const Graph& g) {
@@ -87,13 +108,17 @@ struct Hasher {
     Mix(g.nodes.size());
     for (const Node& n : g.nodes) {
       Mix(n.op);
-      Mix(n.attrs);
+      // A dynamic_slice's only attribute is its result's dims.
+      if (!shapeless || !(WholeConstant(g, n) || n.op == "stablehlo.dynamic_slice")) Mix(n.attrs);
       Mix(n.operands.size());
       for (Value v : n.operands) Mix(static_cast<uint64_t>(v));
       Mix(n.results.size());
       for (Value v : n.results) Mix(g.type(v));
       Mix(n.regions.size());
+      bool outer = shapeless;
+      shapeless = false;  // a region's sizes are hashed whole
       for (const auto& r : n.regions) Mix(*r);
+      shapeless = outer;
     }
     for (Value v : g.results) Mix(static_cast<uint64_t>(v));
     for (const auto& [param, result] : g.donations) {
@@ -231,6 +256,13 @@ class Printer {
 
 Hash128 StructuralHash(const Graph& g) {
   Hasher h;
+  h.Mix(g);
+  return Hash128{h.a, h.b};
+}
+
+Hash128 ShapelessHash(const Graph& g) {
+  Hasher h;
+  h.shapeless = true;
   h.Mix(g);
   return Hash128{h.a, h.b};
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,6 +72,15 @@ std::vector<Value> Inline(Graph& into, const Graph& from, const std::vector<Valu
 
 // Structural hash of a whole graph (ops, attributes, types, wiring), computed without printing.
 Hash128 StructuralHash(const Graph& g);
+
+// The value of a 0-d stablehlo.constant when it is a whole number of moderate size (sizes,
+// strides and counts that rules compute), else nothing.
+std::optional<int64_t> WholeConstant(const Graph& g, const Node& n);
+
+// The same without the sizes of g's own values (nor its whole constants, nor the sizes of its
+// dynamic slices) (its regions are hashed whole): programs that
+// differ only in sizes hash alike (see size_family.h).
+Hash128 ShapelessHash(const Graph& g);
 
 // The StableHLO module with @main(params) -> results, in MLIR's generic op syntax.
 std::string PrintModule(const Graph& g);

@@ -8,6 +8,7 @@
 
 #include "aten/generator.h"
 #include "aten/op_cache.h"
+#include "eager/bounded.h"
 #include "eager/checks.h"
 #include "eager/executor.h"
 #include "eager/profile.h"
@@ -47,6 +48,7 @@ py::dict Metrics() {
   d["lone_collectives"] = m.lone_collectives.load();
   d["retried_loads"] = m.retried_loads.load();
   d["donated_buffers"] = m.donated_buffers.load();
+  d["bounded_runs"] = m.bounded_runs.load();
   d["scalar_uploads"] = m.scalar_uploads.load();
   d["flush_seconds"] = static_cast<double>(m.flush_ns.load()) * 1e-9;
   d["execute_seconds"] = static_cast<double>(m.execute_ns.load()) * 1e-9;
@@ -69,6 +71,7 @@ void ResetMetrics() {
   m.lone_collectives = 0;
   m.retried_loads = 0;
   m.donated_buffers = 0;
+  m.bounded_runs = 0;
   m.scalar_uploads = 0;
   m.flush_ns = 0;
   m.execute_ns = 0;
@@ -120,6 +123,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_checks", &eager::SetChecksEnabled);
   m.def("_set_donation", &eager::SetDonation);
+  m.def("_set_bounded", &eager::SetBounded);
   m.def("_set_op_cache", &aten::SetOpCacheEnabled);
   m.def("_refuse_float64", &eager::RefuseFloat64);  // tests: behave as a TPU does
   m.def("_set_profiling", &eager::SetProfiling);

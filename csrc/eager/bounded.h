@@ -1,0 +1,44 @@
+// Fused mode's bounded programs: flushes that differ only in sizes (a decoding step whose KV
+// cache grows by a row, a batch with a new length) share one program per bound instead of
+// compiling one per size (ir/size_family.h).
+//
+// A family is the set of a part's programs with one ShapelessHash. Its first two members with
+// different sizes give the formula of every size in one integer s; from the third on, a member
+// whose sizes fit the formula runs the family's program for its bound, on inputs padded to
+// their capacity there, and its outputs stay padded: a value whose buffer is larger than its
+// type holds its entries in the leading corner. The next step of the loop takes them as they
+// are. Anything else that reads such a value gets the corner (Unpadded).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "eager/lazy.h"
+#include "ir/graph.h"
+#include "runtime/client.h"
+
+namespace tpu::eager {
+
+// On or off for the process (TORCHTPU_BOUNDED=1 starts it on); either way it forgets the
+// families seen so far.
+void SetBounded(bool on);
+bool BoundedOn();
+
+// A flushed part whose exact program (`key`) is not loaded. `logical` builds it with each
+// parameter typed as the value it holds; `params` are the buffers, maybe padded. When the part
+// is a member of a family with a formula, runs the family's program for its bound and returns
+// the outputs (padded); else returns nothing and the caller runs the exact program.
+std::optional<std::vector<rt::BufferPtr>> RunBounded(const ir::Hash128& key,
+                                                     const std::function<ir::Graph()>& logical,
+                                                     const std::vector<rt::BufferPtr>& params,
+                                                     int device, int64_t ops);
+
+// `buf` holds v; when a bounded program left it padded, a buffer of v's own dims with its
+// entries (cut through the host, as host reads and other consumers want exact buffers).
+rt::BufferPtr Unpadded(const Lazy& v, rt::BufferPtr buf);
+// The entries of `buf` in its leading corner `real`, in a buffer of dims `to` (zeros elsewhere).
+rt::BufferPtr Repadded(const rt::Buffer& buf, const std::vector<int64_t>& real,
+                       const std::vector<int64_t>& to, int device);
+
+}  // namespace tpu::eager

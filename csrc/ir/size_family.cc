@@ -1,0 +1,295 @@
+#include "ir/size_family.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "ir/builder.h"
+
+namespace tpu::ir {
+
+namespace {
+
+// Where each value's dims start in Sizes(g).
+std::vector<size_t> SizeOffsets(const Graph& g) {
+  std::vector<size_t> at(g.types.size() + 1, 0);
+  for (size_t v = 0; v < g.types.size(); ++v) at[v + 1] = at[v] + g.types[v].dims.size();
+  return at;
+}
+
+// Ops whose results depend on where the padding sits, or that have no padding rule in XLA.
+const std::set<std::string>& Refused() {
+  static const std::set<std::string> ops{"stablehlo.reverse",
+                                         "stablehlo.sort",
+                                         "stablehlo.rng",
+                                         "stablehlo.rng_bit_generator",
+                                         "stablehlo.custom_call",
+                                         "stablehlo.while",
+                                         "stablehlo.case",
+                                         "stablehlo.if",
+                                         "stablehlo.all_reduce",
+                                         "stablehlo.all_gather",
+                                         "stablehlo.reduce_scatter",
+                                         "stablehlo.all_to_all",
+                                         "stablehlo.collective_permute",
+                                         "stablehlo.fft",
+                                         "stablehlo.cholesky",
+                                         "stablehlo.triangular_solve",
+                                         "stablehlo.bitcast_convert",
+                                         "stablehlo.select_and_scatter",
+                                         "stablehlo.set_dimension_size"};
+  return ops;
+}
+
+// Follows v back through reshapes: a chain of reshapes is one reshape of its source.
+Value ReshapeSource(const Graph& g, const std::vector<int32_t>& producer, Value v) {
+  while (producer[v] >= 0 && g.nodes[producer[v]].op == "stablehlo.reshape") {
+    v = g.nodes[producer[v]].operands[0];
+  }
+  return v;
+}
+
+std::vector<int32_t> Producers(const Graph& g) {
+  std::vector<int32_t> producer(g.types.size(), -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (Value r : g.nodes[i].results) producer[r] = static_cast<int32_t>(i);
+  }
+  return producer;
+}
+
+// Whether reshaping `from` into `to` keeps padded entries where XLA puts them. XLA's dynamic
+// padder packs a reshaped dim's real entries first, which is the padded layout only when, in each
+// group of dims the reshape merges or splits, the sized dim is the group's outermost dim (not 1)
+// on both sides. Groups are found from prefix products under two values of s.
+bool KeepsPadding(const std::vector<Affine>& from, const std::vector<Affine>& to) {
+  constexpr unsigned __int128 kMod = (static_cast<unsigned __int128>(1) << 61) - 1;
+  auto prefix = [&](const std::vector<Affine>& dims, int64_t s) {
+    std::vector<uint64_t> out{1};
+    for (const Affine& d : dims) {
+      out.push_back(static_cast<uint64_t>(static_cast<unsigned __int128>(out.back()) *
+                                          static_cast<uint64_t>(d.At(s)) % kMod));
+    }
+    return out;
+  };
+  const auto f1 = prefix(from, 1009), f2 = prefix(from, 2003);
+  const auto t1 = prefix(to, 1009), t2 = prefix(to, 2003);
+  // Checks dims [lo, hi) of one side: no sized dim, or the first dim not 1 is the only one.
+  auto group_ok = [](const std::vector<Affine>& dims, size_t lo, size_t hi) {
+    bool first = true;
+    for (size_t i = lo; i < hi; ++i) {
+      const Affine& d = dims[i];
+      if (d.a == 0 && d.b == 1) continue;
+      if (d.a != 0 && !first) return false;
+      first = false;
+    }
+    return true;
+  };
+  size_t i = 0, j = 0;  // the current group starts at from[i], to[j]
+  for (size_t a = 1, b = 1; a <= from.size() && b <= to.size();) {
+    if (f1[a] == t1[b] && f2[a] == t2[b]) {
+      if (!group_ok(from, i, a) || !group_ok(to, j, b)) return false;
+      i = a++;
+      j = b++;
+    } else if (f1[a] < t1[b]) {
+      ++a;
+    } else {
+      ++b;
+    }
+  }
+  return group_ok(from, i, from.size()) && group_ok(to, j, to.size());
+}
+
+std::vector<Affine> DimFormulas(const SizeFormula& f, const std::vector<size_t>& at, Value v) {
+  return {f.sizes.begin() + static_cast<ptrdiff_t>(at[v]),
+          f.sizes.begin() + static_cast<ptrdiff_t>(at[v + 1])};
+}
+
+}  // namespace
+
+std::vector<int64_t> Sizes(const Graph& g) {
+  std::vector<int64_t> out;
+  for (const Type& t : g.types) out.insert(out.end(), t.dims.begin(), t.dims.end());
+  for (const Node& n : g.nodes) {
+    if (std::optional<int64_t> c = WholeConstant(g, n)) out.push_back(*c);
+  }
+  return out;
+}
+
+std::optional<SizeFormula> FitSizes(const std::vector<int64_t>& x, const std::vector<int64_t>& y) {
+  if (x.size() != y.size()) return std::nullopt;
+  SizeFormula f;
+  f.sizes.resize(x.size());
+  size_t first = x.size();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (x[i] != y[i]) {
+      first = i;
+      break;
+    }
+  }
+  if (first == x.size()) return std::nullopt;  // the same program
+  const int64_t ds = y[first] - x[first];
+  for (size_t i = 0; i < x.size(); ++i) {
+    const int64_t d = y[i] - x[i];
+    if (d % ds != 0) return std::nullopt;
+    const int64_t a = d / ds;
+    if (a < 0) return std::nullopt;  // a size that shrinks as the others grow
+    f.sizes[i] = {a, x[i] - a * x[first]};
+  }
+  f.symbol = first;
+  return f;
+}
+
+std::optional<int64_t> SymbolOf(const SizeFormula& f, const std::vector<int64_t>& sizes) {
+  if (sizes.size() != f.sizes.size()) return std::nullopt;
+  const int64_t s = sizes[f.symbol];
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (f.sizes[i].At(s) != sizes[i]) return std::nullopt;
+  }
+  return s;
+}
+
+int64_t Capacity(const Affine& f, int64_t bound) {
+  return f.a == 0 ? f.b : f.a * bound + std::min<int64_t>(f.b, 0);
+}
+
+size_t DimCount(const Graph& g) {
+  size_t n = 0;
+  for (const Type& t : g.types) n += t.dims.size();
+  return n;
+}
+
+int64_t BoundFor(const SizeFormula& f, int64_t s) {
+  int64_t need = s;
+  for (size_t i = 0; i < f.dims; ++i) {
+    const Affine& a = f.sizes[i];
+    if (a.a > 0 && a.b > 0) need = std::max(need, s + (a.b + a.a - 1) / a.a);
+  }
+  int64_t bound = kMinBound;
+  while (bound < need) bound *= 2;
+  return bound;
+}
+
+std::string WhyNotBounded(const Graph& g, const SizeFormula& f) {
+  std::vector<size_t> at = SizeOffsets(g);
+  auto sized = [&](Value v) {
+    for (size_t i = at[v]; i < at[v + 1]; ++i) {
+      if (f.sizes[i].a != 0) return true;
+    }
+    return false;
+  };
+  const std::vector<int32_t> producer = Producers(g);
+  // Reshapes whose value something other than a reshape takes (the rest fold into it).
+  std::vector<char> used(g.types.size(), 0);
+  for (const Node& n : g.nodes) {
+    if (n.op == "stablehlo.reshape") continue;
+    for (Value o : n.operands) used[o] = 1;
+  }
+  for (Value r : g.results) used[r] = 1;
+  for (const Node& n : g.nodes) {
+    if (Refused().count(n.op) != 0) return n.op;
+    if (n.op == "stablehlo.reshape" && used[n.results[0]] &&
+        !KeepsPadding(DimFormulas(f, at, ReshapeSource(g, producer, n.operands[0])),
+                      DimFormulas(f, at, n.results[0]))) {
+      return "a reshape that moves padding";
+    }
+    // An update of a sized window writes its padding past the real window.
+    if ((n.op == "stablehlo.dynamic_update_slice" || n.op == "stablehlo.scatter") &&
+        sized(n.operands.back())) {
+      return n.op + " of a sized update";
+    }
+  }
+  return "";
+}
+
+std::vector<int64_t> CapacityDims(const Graph& g, const SizeFormula& f, Value v, int64_t bound) {
+  std::vector<size_t> at = SizeOffsets(g);
+  std::vector<int64_t> dims;
+  for (size_t i = at[v]; i < at[v + 1]; ++i) dims.push_back(Capacity(f.sizes[i], bound));
+  return dims;
+}
+
+Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
+  std::vector<size_t> at = SizeOffsets(g);
+  const std::vector<int32_t> producer = Producers(g);
+  Graph b;
+  std::vector<Value> map(g.types.size(), -1);
+  std::vector<Value> params;
+  for (Value p : g.params)
+    params.push_back(b.Param(Type{g.type(p).dtype, CapacityDims(g, f, p, bound)}));
+  const Value s = b.Param(Type{DType::kS32, {}});
+  // The real size a*s + b, clamped to the bound's size (XLA:CPU trusts it with memory).
+  std::map<std::pair<int64_t, int64_t>, Value> real;
+  auto Real = [&](const Affine& a) {
+    auto [it, fresh] = real.emplace(std::make_pair(a.a, a.b), -1);
+    if (fresh) {
+      Value v =
+          Binary(b, "stablehlo.multiply", s, Constant(b, static_cast<double>(a.a), DType::kS32));
+      v = Binary(b, "stablehlo.add", v, Constant(b, static_cast<double>(a.b), DType::kS32));
+      it->second = Clamp(b, Constant(b, 0, DType::kS32), v,
+                         Constant(b, static_cast<double>(a.At(bound)), DType::kS32));
+    }
+    return it->second;
+  };
+  // Marks every sized dim of v (g's value `of`) with its real size.
+  auto Mark = [&](Value v, Value of) {
+    for (size_t i = at[of]; i < at[of + 1]; ++i) {
+      if (f.sizes[i].a == 0) continue;
+      const int64_t d = static_cast<int64_t>(i - at[of]);
+      v = b.Op1("stablehlo.set_dimension_size", {v, Real(f.sizes[i])}, b.type(v),
+                "dimension = " + std::to_string(d) + " : i64");
+    }
+    return v;
+  };
+  for (size_t k = 0; k < g.params.size(); ++k) {
+    const Value p = g.params[k];
+    Value v = params[k];
+    Dims lo(g.type(p).rank(), 0), hi(g.type(p).rank(), 0);
+    bool grow = false;
+    for (size_t i = at[p]; i < at[p + 1]; ++i) {
+      const int64_t d = static_cast<int64_t>(i - at[p]);
+      hi[d] = f.sizes[i].At(bound) - b.type(v).dims[d];
+      grow |= hi[d] != 0;
+    }
+    if (grow) v = Pad(b, v, Constant(b, 0, g.type(p).dtype), lo, hi);
+    map[p] = Mark(v, p);
+  }
+  size_t constant_site = at.back();  // whole constants follow the dims in Sizes(g)
+  for (const Node& n : g.nodes) {
+    if (WholeConstant(g, n)) {
+      const Affine& c = f.sizes[constant_site++];
+      if (c.a != 0) {  // a size the rule computed: its value at the real s
+        Value v = Convert(b, s, DType::kS64);
+        v = Binary(b, "stablehlo.multiply", v, Constant(b, static_cast<double>(c.a), DType::kS64));
+        v = Binary(b, "stablehlo.add", v, Constant(b, static_cast<double>(c.b), DType::kS64));
+        map[n.results[0]] = Convert(b, v, g.type(n.results[0]).dtype);
+        continue;
+      }
+    }
+    Node copy{n.op, {}, {}, n.attrs, n.regions};
+    for (Value o : n.operands) copy.operands.push_back(map[o]);
+    if (n.op == "stablehlo.reshape")
+      copy.operands[0] = map[ReshapeSource(g, producer, n.operands[0])];
+    for (Value r : n.results) {
+      Type t = g.type(r);
+      for (size_t i = at[r]; i < at[r + 1]; ++i) t.dims[i - at[r]] = f.sizes[i].At(bound);
+      b.types.push_back(std::move(t));
+      copy.results.push_back(static_cast<Value>(b.types.size() - 1));
+    }
+    if (n.op == "stablehlo.dynamic_slice")
+      copy.attrs = "slice_sizes = " + I64Array(b.types.back().dims);
+    b.nodes.push_back(std::move(copy));
+    const std::vector<Value> results = b.nodes.back().results;
+    for (size_t k = 0; k < n.results.size(); ++k)
+      map[n.results[k]] = Mark(results[k], n.results[k]);
+  }
+  for (Value r : g.results) {
+    Value v = map[r];
+    Dims cap = CapacityDims(g, f, r, bound);
+    if (cap != b.type(v).dims) v = Slice(b, v, Dims(cap.size(), 0), cap);
+    b.results.push_back(v);
+  }
+  return b;
+}
+
+}  // namespace tpu::ir

@@ -1,0 +1,67 @@
+// Programs that differ only in sizes: a decoding step whose KV cache grows by one row, a batch
+// with a new sequence length. When every size of such programs is a*s + b in one integer s,
+// one program compiled for a bound P serves every s it holds: its inputs are padded to the
+// bound, `stablehlo.set_dimension_size` tells XLA the real sizes (s is a parameter), and XLA's
+// dynamic padder makes reductions, contractions and concatenations count only real entries.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace tpu::ir {
+
+// The dims of every value of g (its params, its nodes' results; not its regions), in order,
+// then the value of each whole 0-d constant (WholeConstant: the sizes and strides rules compute).
+std::vector<int64_t> Sizes(const Graph& g);
+// How many of Sizes(g) are dims.
+size_t DimCount(const Graph& g);
+
+struct Affine {
+  int64_t a = 0, b = 0;  // a * s + b
+  int64_t At(int64_t s) const { return a * s + b; }
+};
+
+// Each size of a family of programs as a*s + b, where s is the size at `symbol`.
+struct SizeFormula {
+  std::vector<Affine> sizes;
+  size_t symbol = 0;
+  size_t dims = 0;  // sizes[0, dims) are dims, the rest constants
+};
+
+// The formula through two programs' sizes (equal counts), when every size that differs is an
+// integer multiple of the first one that differs, plus a constant, and none shrinks as s grows.
+std::optional<SizeFormula> FitSizes(const std::vector<int64_t>& x, const std::vector<int64_t>& y);
+// s for a program whose sizes are exactly the formula's at s, else nothing.
+std::optional<int64_t> SymbolOf(const SizeFormula& f, const std::vector<int64_t>& sizes);
+
+// The bound for s: the smallest power of two, at least kMinBound, whose capacity holds every
+// size at s (see Capacity).
+inline constexpr int64_t kMinBound = 128;
+int64_t BoundFor(const SizeFormula& f, int64_t s);
+// The room a size gets under bound P: a*P, less the constant when it is negative. Inputs and
+// outputs of the bounded program have this size, so the outputs of one step of a growing loop
+// (a*s + 1) are the next step's inputs at the same bound.
+int64_t Capacity(const Affine& f, int64_t bound);
+
+// A constant that is a size (a != 0) is computed from the real s in the bounded program, as the
+// exact program would have it.
+
+// Whether g can be bounded: ops whose results depend on where padding sits (reversals, sorts,
+// random draws, collectives, custom calls, loops) or that would write padding over real data
+// (updates of a sized window) are refused. Returns the reason, or "" when it can.
+std::string WhyNotBounded(const Graph& g, const SizeFormula& f);
+
+// g (one member of the family) compiled for `bound`: each param with sized dims takes its
+// Capacity there and is marked with its real size; every sized result of every op is marked
+// too (broadcasts and iotas create sizes XLA cannot trace to an input); outputs are cut to
+// their Capacity. One s32 parameter, s, follows g's params.
+Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound);
+
+// The dims of value v of g under the formula at bound P (its Capacity for params and outputs).
+std::vector<int64_t> CapacityDims(const Graph& g, const SizeFormula& f, Value v, int64_t bound);
+
+}  // namespace tpu::ir

@@ -1,0 +1,116 @@
+// Programs that differ only in sizes: the formula through two members, the bound for a size,
+// which reshapes keep padding where XLA expects it, and a bounded program run on XLA:CPU with
+// garbage (NaN) in its padding.
+#include "ir/size_family.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "ir/builder.h"
+#include "test_client.h"
+
+namespace tpu::ir {
+namespace {
+
+using tpu::testing::TestClient;
+
+TEST(FitSizes, EverySizeAsAMultipleOfTheFirstThatDiffers) {
+  std::optional<SizeFormula> f = FitSizes({2, 5, 6, 40, 8}, {2, 7, 8, 56, 8});
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->symbol, 1u);
+  EXPECT_EQ(f->sizes[0].a, 0);
+  EXPECT_EQ(f->sizes[2].At(9), 10);  // s + 1
+  EXPECT_EQ(f->sizes[3].At(9), 72);  // 8 s
+  EXPECT_EQ(SymbolOf(*f, {2, 9, 10, 72, 8}), 9);
+  EXPECT_FALSE(SymbolOf(*f, {2, 9, 11, 72, 8}).has_value());  // not a member
+  EXPECT_FALSE(FitSizes({4, 6}, {4, 6}).has_value());         // the same program
+  EXPECT_FALSE(FitSizes({4, 6}, {6, 9}).has_value());         // 3/2 is not whole
+  EXPECT_FALSE(FitSizes({4, 9}, {6, 7}).has_value());         // shrinks as s grows
+}
+
+TEST(FitSizes, BoundsArePowersOfTwoThatHoldEverySize) {
+  SizeFormula f = *FitSizes({5, 6}, {7, 8});  // s and s + 1
+  f.dims = 2;
+  EXPECT_EQ(BoundFor(f, 5), kMinBound);
+  EXPECT_EQ(BoundFor(f, kMinBound - 1), kMinBound);
+  EXPECT_EQ(BoundFor(f, kMinBound), 2 * kMinBound);  // s + 1 would not fit
+  EXPECT_EQ(Capacity(f.sizes[1], 128), 128);
+}
+
+// x: [2, s, 4] and y: [2, 1, 4] -> (concat along 1, its sum over 1, `then` applied to it).
+Graph Member(int64_t s, const std::vector<int64_t>& then) {
+  Graph g;
+  Value x = g.Param({DType::kF32, {2, s, 4}});
+  Value y = g.Param({DType::kF32, {2, 1, 4}});
+  Value cat = Concat(g, {x, y}, 1);
+  Value sum = Reduce(g, cat, Constant(g, 0, DType::kF32), {1}, "stablehlo.add");
+  g.results = {cat, sum};
+  if (!then.empty()) g.results.push_back(Reshape(g, cat, then));
+  return g;
+}
+
+TEST(Bounded, ReshapesThatWouldMovePaddingAreRefused) {
+  for (bool merge_outer : {false, true}) {
+    auto then = [&](int64_t s) {
+      return merge_outer ? std::vector<int64_t>{2 * (s + 1) * 4}
+                         : std::vector<int64_t>{2, 4 * (s + 1)};
+    };
+    Graph a = Member(3, then(3)), b = Member(5, then(5));
+    ASSERT_EQ(ShapelessHash(a), ShapelessHash(b));
+    SizeFormula f = *FitSizes(Sizes(a), Sizes(b));
+    f.dims = DimCount(a);
+    EXPECT_EQ(WhyNotBounded(a, f).empty(), !merge_outer) << WhyNotBounded(a, f);
+  }
+}
+
+TEST(Bounded, OneProgramCountsOnlyRealEntries) {
+  Graph a = Member(3, {}), b = Member(5, {});
+  SizeFormula f = *FitSizes(Sizes(a), Sizes(b));
+  f.dims = DimCount(a);
+  ASSERT_EQ(WhyNotBounded(a, f), "");
+  const int64_t bound = BoundFor(f, 7);
+  Graph bounded = Bounded(b, f, bound);
+  auto exe = TestClient().Compile(
+      PrintModule(bounded),
+      {{DType::kF32, CapacityDims(b, f, b.results[0], bound)}, {DType::kF32, {2, 4}}});
+  for (int64_t s : {1, 7, 100}) {
+    // The padding holds NaN: any of it that reached a real entry would show.
+    std::vector<float> x(2 * bound * 4, std::numeric_limits<float>::quiet_NaN()), y(8);
+    std::vector<float> sum(8, 0);
+    for (int64_t i = 0; i < 2; ++i) {
+      for (int64_t j = 0; j < s; ++j) {
+        for (int64_t k = 0; k < 4; ++k) {
+          x[(i * bound + j) * 4 + k] = static_cast<float>(i * 100 + j * 4 + k);
+          sum[i * 4 + k] += x[(i * bound + j) * 4 + k];
+        }
+      }
+    }
+    for (int64_t k = 0; k < 8; ++k) {
+      y[k] = static_cast<float>(-k);
+      sum[k] += y[k];
+    }
+    const int32_t s32 = static_cast<int32_t>(s);
+    std::vector<rt::BufferPtr> bufs{TestClient().FromHost(x.data(), DType::kF32, {2, bound, 4}, 0),
+                                    TestClient().FromHost(y.data(), DType::kF32, {2, 1, 4}, 0),
+                                    TestClient().FromHost(&s32, DType::kS32, {}, 0)};
+    std::vector<PJRT_Buffer*> raw;
+    for (const auto& buf : bufs) raw.push_back(buf->raw());
+    auto res = TestClient().Execute(*exe, raw, 0);
+    std::vector<float> cat(res[0]->numel()), got(8);
+    res[0]->ToHost(cat.data(), cat.size() * sizeof(float));
+    res[1]->ToHost(got.data(), got.size() * sizeof(float));
+    EXPECT_EQ(got, sum) << "s = " << s;
+    for (int64_t i = 0; i < 2; ++i) {
+      for (int64_t k = 0; k < 4; ++k) {  // y lands right after the real rows, not the padding
+        EXPECT_EQ(cat[(i * bound + s) * 4 + k], y[i * 4 + k]) << "s = " << s;
+        EXPECT_EQ(cat[(i * bound + 0) * 4 + k], x[(i * bound) * 4 + k]) << "s = " << s;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tpu::ir

@@ -1,0 +1,126 @@
+"""Bounded programs in fused eager mode (csrc/eager/bounded.h): flushes that differ only in sizes
+(a KV cache that grows a row per step, batches of a new length) share one program per bound.
+Every result is checked against the same computation on CPU at every length, and the tests
+count the programs built."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torchtpu
+
+
+@pytest.fixture(autouse=True)
+def _bounded_fused():
+    torchtpu._C._set_bounded(True)
+    with torchtpu.mode("fused"):
+        yield
+    torchtpu._C._set_bounded(False)
+
+
+def new_programs() -> int:
+    m = torchtpu.metrics()
+    return m["compiles"] + m["disk_cache_hits"]
+
+
+def bounded_runs() -> int:
+    return torchtpu.metrics()["bounded_runs"]
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: int) -> torch.Tensor:
+    """One decoding step's attention over the cache, heads-major, with a mask built from arange."""
+    scores = q @ k.transpose(-1, -2) / 8**0.5
+    allowed = torch.arange(k.shape[2], device=k.device) <= pos
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    return torch.softmax(scores, -1) @ v + k.mean(2, keepdim=True)
+
+
+def decode(device: torch.device, steps: int, start: int = 5) -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    k = torch.randn(1, 2, start, 8).to(device)
+    v = torch.randn(1, 2, start, 8).to(device)
+    outs = []
+    for i in range(steps):
+        new_k, new_v, q = (torch.randn(1, 2, 1, 8).to(device) for _ in range(3))
+        k = torch.cat([k, new_k], 2)
+        v = torch.cat([v, new_v], 2)
+        out = attend(q, k, v, start + i)
+        outs.append(out.cpu())  # a host read every step, as generate() makes
+    outs.append(k.cpu())  # the grown cache itself, read back from its padded buffer
+    return outs
+
+
+def test_growing_cache_compiles_once_per_bound(device):
+    ref = decode(torch.device("cpu"), 40)
+    programs, runs = new_programs(), bounded_runs()
+    got = decode(device, 40)
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a, b)
+    # The first step is an exact program; the second gives the family's formula, and it and every
+    # later step run the family's one program for their bound.
+    assert bounded_runs() - runs == 39
+    assert new_programs() - programs == 2
+
+
+def per_length(x: torch.Tensor, w: torch.Tensor, target: torch.Tensor) -> list[torch.Tensor]:
+    h = x @ w
+    return [
+        h.sum(0),
+        h.mean(0),
+        h.var(0),
+        torch.softmax(h, 0)[:1],
+        h.logsumexp(0),
+        h.amax(0),
+        F.layer_norm(h, (h.shape[1],)).abs().sum(0),
+        F.cross_entropy(h, target),
+        (torch.arange(x.shape[0], device=x.device, dtype=torch.float32) * h[:, 0]).sum(),
+    ]
+
+
+def test_lengths_in_any_order_share_a_program(device):
+    torch.manual_seed(0)
+    w = torch.randn(16, 6)
+    lengths = [37, 5, 90, 64, 17, 120, 33, 128, 2]
+    programs, runs = new_programs(), bounded_runs()
+    for n in lengths:
+        x, target = torch.randn(n, 16) * 2, torch.randint(0, 6, (n,))
+        got = per_length(x.to(device), w.to(device), target.to(device))
+        for a, b in zip(got, per_length(x, w, target)):
+            torch.testing.assert_close(a.cpu(), b, rtol=1e-4, atol=1e-4)
+    # Each length flushes twice (the first read runs what it needs first): the first length's
+    # flushes run exact programs, every later one the bounded program of its family (one bound,
+    # 128, holds them all).
+    assert bounded_runs() - runs == 2 * (len(lengths) - 1)
+    assert new_programs() - programs == 4
+
+
+def test_gradients_at_every_length(device):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    tpu_model = copy.deepcopy(model).to(device)
+    programs, runs = new_programs(), bounded_runs()
+    for n in [12, 40, 7, 99, 64, 130, 3]:
+        x, y = torch.randn(n, 8), torch.randint(0, 4, (n,))
+        for m, dev in ((model, "cpu"), (tpu_model, device)):
+            m.zero_grad()
+            F.cross_entropy(m(x.to(dev)), y.to(dev)).backward()
+        for p, q in zip(model.parameters(), tpu_model.parameters()):
+            torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-4, atol=1e-5)
+    # Three flushes per length: exact programs for the first length, then each flush runs its
+    # family's program for the length's bound (128, and 256 for 130).
+    assert bounded_runs() - runs == 3 * 6
+    assert new_programs() - programs == 3 + 3 * 2
+
+
+def test_a_family_with_a_flip_runs_exact_programs(device):
+    """Reversing a padded dim would move the padding in front of the data: such families are
+    refused, and each length runs its own exact program."""
+    runs = bounded_runs()
+    for n in [9, 14, 21, 30]:
+        x = torch.randn(n, 3)
+        torch.testing.assert_close((x.to(device).flip(0) * 2).cumsum(0).cpu(), (x.flip(0) * 2).cumsum(0))
+    assert bounded_runs() == runs
