@@ -29,9 +29,17 @@ struct Family {
   bool refused = false;  // its members run exact programs
 };
 
+// How a part with a given exact key runs bounded: found again without building its graph.
+struct Member {
+  rt::ExecutablePtr exe;
+  int32_t s = 0;
+  std::vector<std::vector<int64_t>> real, capacity;  // per parameter
+};
+
 struct Families {
   std::mutex mu;
   std::unordered_map<ir::Hash128, Family, ir::Hash128Hasher> map;
+  std::unordered_map<ir::Hash128, Member, ir::Hash128Hasher> members;  // by exact key
 };
 Families& AllFamilies() {
   static auto* f = new Families();
@@ -75,6 +83,21 @@ void CopyCorner(const char* src, const std::vector<int64_t>& from, char* dst,
   }
 }
 
+constexpr size_t kMaxMembers = 4096;
+
+std::vector<rt::BufferPtr> RunMember(const Member& m, const std::vector<rt::BufferPtr>& params,
+                                     int device, int64_t ops) {
+  std::vector<rt::BufferPtr> args;
+  for (size_t k = 0; k < params.size(); ++k) {
+    args.push_back(params[k]->dims() == m.capacity[k]
+                       ? params[k]
+                       : Repadded(*params[k], m.real[k], m.capacity[k], device));
+  }
+  args.push_back(ScalarBuffer(&m.s, rt::DType::kS32, device)->buf);
+  GetMetrics().bounded_runs++;
+  return Execute(*m.exe, args, device, ops);
+}
+
 }  // namespace
 
 void SetBounded(bool on) {
@@ -82,6 +105,7 @@ void SetBounded(bool on) {
   Families& all = AllFamilies();
   std::lock_guard<std::mutex> lock(all.mu);
   all.map.clear();  // switched, it starts over: no program belongs to a family yet
+  all.members.clear();
 }
 bool BoundedOn() { return Enabled().load(std::memory_order_relaxed); }
 
@@ -109,6 +133,14 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(const ir::Hash128& key,
                                                      const std::vector<rt::BufferPtr>& params,
                                                      int device, int64_t ops) {
   if (!BoundedOn() || IsLoaded(key)) return std::nullopt;
+  Member member;
+  {
+    Families& all = AllFamilies();
+    std::lock_guard<std::mutex> lock(all.mu);
+    auto it = all.members.find(key);
+    if (it != all.members.end()) member = it->second;
+  }
+  if (member.exe) return RunMember(member, params, device, ops);
   const ir::Graph g = logical();
   const ir::Hash128 shape = ir::ShapelessHash(g);
   std::vector<int64_t> sizes = ir::Sizes(g);
@@ -138,20 +170,20 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(const ir::Hash128& key,
   if (!s) return std::nullopt;
   const int64_t bound = ir::BoundFor(formula, *s);
   try {
-    rt::ExecutablePtr exe =
-        Executable({formula_hash.lo ^ static_cast<uint64_t>(bound), formula_hash.hi},
-                   [&] { return ir::Bounded(g, formula, bound); });
-    std::vector<rt::BufferPtr> args;
-    for (size_t k = 0; k < params.size(); ++k) {
-      const ir::Value p = g.params[k];
-      std::vector<int64_t> cap = ir::CapacityDims(g, formula, p, bound);
-      args.push_back(params[k]->dims() == cap ? params[k]
-                                              : Repadded(*params[k], g.type(p).dims, cap, device));
+    member.exe = Executable({formula_hash.lo ^ static_cast<uint64_t>(bound), formula_hash.hi},
+                            [&] { return ir::Bounded(g, formula, bound); });
+    member.s = static_cast<int32_t>(*s);
+    for (ir::Value p : g.params) {
+      member.real.push_back(g.type(p).dims);
+      member.capacity.push_back(ir::CapacityDims(g, formula, p, bound));
     }
-    const int32_t s32 = static_cast<int32_t>(*s);
-    args.push_back(ScalarBuffer(&s32, rt::DType::kS32, device)->buf);
-    GetMetrics().bounded_runs++;
-    return Execute(*exe, args, device, ops);
+    {
+      Families& all = AllFamilies();
+      std::lock_guard<std::mutex> lock(all.mu);
+      if (all.members.size() >= kMaxMembers) all.members.clear();
+      all.members.emplace(key, member);
+    }
+    return RunMember(member, params, device, ops);
   } catch (const rt::Error&) {
     // XLA could not bound the family (an op without a padding rule): exact programs from now.
     Families& all = AllFamilies();
