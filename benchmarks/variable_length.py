@@ -1,6 +1,9 @@
 """A variable-length fine-tune: packed batches of 16 to 256 tokens, a new length every step.
 
 The same model and batches, in one run:
+- tpu fused eager with bounded programs (TORCHTPU_BOUNDED=1: one program per bound for the
+  steps that differ only in length, csrc/eager/bounded.h);
+- tpu fused eager, each length its own programs;
 - tpu torch.compile with the length marked dynamic up to 256 (one program per graph);
 - tpu torch.compile with Dynamo's automatic dynamic shapes (no mark: lengths bucket by powers of
   two);
@@ -58,7 +61,7 @@ def make_run(device: torch.device, mode: str) -> Callable[[torch.Tensor, torch.T
     model = PackedModel().to(device)
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
     fn: Callable[..., torch.Tensor] = model
-    if mode != "eager":
+    if mode not in ("eager", "fused", "fused-bounded"):
         fn = torch.compile(lambda i, lab: model(i, lab), backend="tpu")
 
     def step(ids: torch.Tensor, labels: torch.Tensor) -> float:
@@ -91,6 +94,9 @@ def main() -> None:
     ]
     tpu = torchtpu.get_device()
     runs = [
+        # Bounded first: the exact run's programs, once loaded, would be used instead.
+        ("tpu fused eager, bounded programs", tpu, "fused-bounded"),
+        ("tpu fused eager, programs per length", tpu, "fused"),
         ("tpu torch.compile, length marked dynamic (max 256)", tpu, "marked"),
         ("tpu torch.compile, automatic dynamic (no mark)", tpu, "auto"),
         ("tpu torch.compile, padded to 256 (static)", tpu, "padded"),
@@ -101,6 +107,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for name, device, mode in runs:
         torch._dynamo.reset()
+        torchtpu._C._set_bounded(mode == "fused-bounded")
         step = make_run(device, mode)
         compiles = torchtpu.metrics()["compiles"]
         before = {id(g) for g in _dynamo.compiled_graphs()}
@@ -113,7 +120,7 @@ def main() -> None:
         tpu_run = device.type == "tpu"
         compiled = torchtpu.metrics()["compiles"] - compiles if tpu_run else "-"
         graphs = [g for g in _dynamo.compiled_graphs() if id(g) not in before]
-        programs = sum(g.captures for g in graphs) if tpu_run else "-"
+        programs = sum(g.captures for g in graphs) if tpu_run and graphs else "-"
         print(
             f"| {name} | {programs} | {compiled} | {passes[0]:.1f} | {passes[1]:.1f} | {loss:.4f} |"
         )

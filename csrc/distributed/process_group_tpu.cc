@@ -415,8 +415,9 @@ at::Tensor HostAlias(const at::Tensor& t) {
   if (v == nullptr) return {};
   rt::BufferPtr b = eager::Materialize(v);
   eager::Synchronize(t.device().index());  // no program issued earlier still reads it
-  // Holders: the slot and `v`; the buffer: `v` and `b`. Anyone else would see the change.
-  if (v.use_count() > 2 || b.use_count() > 2 || !Matches(v->type, t) ||
+  // Holders: the slot and `v`; the buffer: `v` and `b`. Anyone else would see the change. A
+  // padded value's `b` is a copy of its entries (eager/bounded.h), which this would not keep.
+  if (v.use_count() > 2 || b.use_count() > 2 || b != v->buf || !Matches(v->type, t) ||
       aten::Current(t.storage()) != v) {
     return {};
   }

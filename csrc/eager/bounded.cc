@@ -168,7 +168,7 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(const ir::Hash128& key,
   }
   const std::optional<int64_t> s = ir::SymbolOf(formula, sizes);
   if (!s) return std::nullopt;
-  const int64_t bound = ir::BoundFor(formula, *s);
+  const int64_t bound = ir::BoundFor(g, formula, *s);
   try {
     member.exe = Executable({formula_hash.lo ^ static_cast<uint64_t>(bound), formula_hash.hi},
                             [&] { return ir::Bounded(g, formula, bound); });

@@ -3,7 +3,7 @@
 // compiling one per size (ir/size_family.h).
 //
 // A family is the set of a part's programs with one ShapelessHash. Its first two members with
-// different sizes give the formula of every size in one integer s; from the third on, a member
+// different sizes give the formula of every size in one integer s; from the second on, a member
 // whose sizes fit the formula runs the family's program for its bound, on inputs padded to
 // their capacity there, and its outputs stay padded: a value whose buffer is larger than its
 // type holds its entries in the leading corner. The next step of the loop takes them as they

@@ -487,10 +487,6 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
         params.push_back(src >= 0 ? t.externals[src] : t.computed[~src]);
         logical.push_back(op.g->type(op.g->params[j]));
         param_src.push_back(src);
-        // A padded buffer (a bounded program's output) is another parameter type.
-        if (params.back()->dims() != logical.back().dims) {
-          for (int64_t d : params.back()->dims()) key.Mix(static_cast<uint64_t>(d) << 1 | 1);
-        }
       }
       key.Mix(2 * static_cast<uint64_t>(it->second) + 1);
     }
@@ -505,6 +501,17 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
   }
   key.Mix(outputs.size());
   if (outputs.empty()) return std::nullopt;  // nothing observable: the ops need not run
+  // A padded buffer (a bounded program's output) is another parameter type. The ranks of a
+  // collective program must bring the same types, so it takes exact buffers.
+  for (size_t k = 0; k < params.size(); ++k) {
+    if (params[k]->dims() == logical[k].dims) continue;
+    if (!collectives.empty()) {
+      params[k] = Repadded(*params[k], logical[k].dims, logical[k].dims, device_);
+      continue;
+    }
+    key.Mix(k);
+    for (int64_t d : params[k]->dims()) key.Mix(static_cast<uint64_t>(d));
+  }
   // A capture's program runs again on the caller's buffers: it must not consume them.
   std::vector<std::pair<int64_t, int64_t>> donations =
       program == nullptr ? Donations(t, part, which, params, param_src, outputs)

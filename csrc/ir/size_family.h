@@ -40,8 +40,13 @@ std::optional<int64_t> SymbolOf(const SizeFormula& f, const std::vector<int64_t>
 
 // The bound for s: the smallest power of two, at least kMinBound, whose capacity holds every
 // size at s (see Capacity).
-inline constexpr int64_t kMinBound = 128;
+inline constexpr int64_t kMinBound = 16;
 int64_t BoundFor(const SizeFormula& f, int64_t s);
+// The same, doubled up to kWideBound while g's values at the bound hold at most four times the
+// elements they hold at s (plus a MiB): small loops, whose weights dominate, share one wide
+// bound; programs dominated by sized values stay close to their size.
+inline constexpr int64_t kWideBound = 128;
+int64_t BoundFor(const Graph& g, const SizeFormula& f, int64_t s);
 // The room a size gets under bound P: a*P, less the constant when it is negative. Inputs and
 // outputs of the bounded program have this size, so the outputs of one step of a growing loop
 // (a*s + 1) are the next step's inputs at the same bound.
@@ -52,7 +57,8 @@ int64_t Capacity(const Affine& f, int64_t bound);
 
 // Whether g can be bounded: ops whose results depend on where padding sits (reversals, sorts,
 // random draws, collectives, custom calls, loops) or that would write padding over real data
-// (updates of a sized window) are refused. Returns the reason, or "" when it can.
+// (updates of a sized window), reshapes that would move padding, and values with more than one
+// sized dim are refused. Returns the reason, or "" when it can.
 std::string WhyNotBounded(const Graph& g, const SizeFormula& f);
 
 // g (one member of the family) compiled for `bound`: each param with sized dims takes its

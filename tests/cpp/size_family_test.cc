@@ -17,6 +17,8 @@ namespace {
 
 using tpu::testing::TestClient;
 
+Graph Member(int64_t s, const std::vector<int64_t>& then);
+
 TEST(FitSizes, EverySizeAsAMultipleOfTheFirstThatDiffers) {
   std::optional<SizeFormula> f = FitSizes({2, 5, 6, 40, 8}, {2, 7, 8, 56, 8});
   ASSERT_TRUE(f.has_value());
@@ -38,6 +40,17 @@ TEST(FitSizes, BoundsArePowersOfTwoThatHoldEverySize) {
   EXPECT_EQ(BoundFor(f, kMinBound - 1), kMinBound);
   EXPECT_EQ(BoundFor(f, kMinBound), 2 * kMinBound);  // s + 1 would not fit
   EXPECT_EQ(Capacity(f.sizes[1], 128), 128);
+}
+
+TEST(FitSizes, WideBoundsOnlyWhileTheyCostLittle) {
+  Graph small = Member(3, {}), big = Member(5, {});
+  SizeFormula f = *FitSizes(Sizes(small), Sizes(big));
+  f.dims = DimCount(small);
+  EXPECT_EQ(BoundFor(small, f, 5), kWideBound);  // a MiB of slack covers these few elements
+  Graph wide;  // 2^18 elements per unit of s: the bound stays the smallest that holds s
+  wide.Param({DType::kF32, {5, 1 << 18}});
+  SizeFormula w{{{1, 0}, {0, 1 << 18}}, 0, 2};
+  EXPECT_EQ(BoundFor(wide, w, 5), kMinBound);
 }
 
 // x: [2, s, 4] and y: [2, 1, 4] -> (concat along 1, its sum over 1, `then` applied to it).
@@ -71,7 +84,7 @@ TEST(Bounded, OneProgramCountsOnlyRealEntries) {
   SizeFormula f = *FitSizes(Sizes(a), Sizes(b));
   f.dims = DimCount(a);
   ASSERT_EQ(WhyNotBounded(a, f), "");
-  const int64_t bound = BoundFor(f, 7);
+  const int64_t bound = BoundFor(f, 100);  // 128: it holds every s below
   Graph bounded = Bounded(b, f, bound);
   auto exe = TestClient().Compile(
       PrintModule(bounded),

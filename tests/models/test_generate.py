@@ -16,12 +16,12 @@ def tiny_llama() -> torch.nn.Module:
     return llama().eval()
 
 
-def greedy(model, ids, cache):
+def greedy(model, ids, cache, tokens=12):
     with torch.no_grad():
         out = model.generate(
             ids,
-            max_new_tokens=12,
-            min_new_tokens=12,
+            max_new_tokens=tokens,
+            min_new_tokens=tokens,
             do_sample=False,
             cache_implementation=cache,
             pad_token_id=0,
@@ -62,3 +62,25 @@ def test_static_cache_generate_under_torch_compile():
     # One program per step: the prefill and 11 decode steps.
     assert sum(g.replays for g in _dynamo.compiled_graphs()) - before == 12
     torch._dynamo.reset()
+
+
+def test_dynamic_cache_generate_compiles_a_handful_with_bounded_programs():
+    """Fused mode's bounded programs (csrc/eager/bounded.h): the decoding steps, whose KV cache
+    grows by a row each, share one program per bound instead of compiling one per length."""
+    model = tiny_llama()
+    tpu_model = copy.deepcopy(model).to("tpu")
+    torchtpu._C._set_bounded(True)
+    try:
+        with torchtpu.mode("fused"):
+            for prompt, most in [([5, 9, 3, 17, 2], 10), ([7, 1, 4, 4, 8, 30, 2, 11, 6], 4)]:
+                ids = torch.tensor([prompt])
+                before = torchtpu.metrics()["compiles"] + torchtpu.metrics()["disk_cache_hits"]
+                runs = torchtpu.metrics()["bounded_runs"]
+                assert greedy(tpu_model, ids.to("tpu"), "dynamic", 64) == greedy(
+                    model, ids, "dynamic", 64
+                )
+                m = torchtpu.metrics()
+                assert m["compiles"] + m["disk_cache_hits"] - before <= most
+                assert m["bounded_runs"] - runs >= 60
+    finally:
+        torchtpu._C._set_bounded(False)
