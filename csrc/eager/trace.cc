@@ -559,7 +559,14 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
     };
     auto build = [&] { return build_with(true); };
     std::optional<std::vector<rt::BufferPtr>> bounded;
-    if (collectives.empty() && program == nullptr) {
+    // Threaded ranks (a process group whose ranks record collectives into their traces) keep
+    // exact programs: ranks that bring padded and exact values to one meeting would disagree.
+    bool ranks = false;
+    {
+      std::lock_guard<std::mutex> lock(g_meet_mu);
+      ranks = static_cast<bool>(g_meet);
+    }
+    if (collectives.empty() && program == nullptr && !ranks) {
       bounded = RunBounded(
           {key.a, key.b}, [&] { return build_with(false); }, params, device_,
           static_cast<int64_t>(idx.size()));
@@ -699,13 +706,14 @@ std::optional<OpError> Trace::Replay(Taken& t, const std::vector<size_t>& idx, c
     const Op& op = t.ops[i];
     std::vector<rt::BufferPtr> args;
     std::shared_ptr<const std::string> cause;
-    for (int64_t src : op.inputs) {
-      if (src >= 0) {
-        args.push_back(t.externals[src]);
-      } else {
-        args.push_back(t.computed[~src]);
-        if (t.lost[~src]) cause = t.lost[~src];
-      }
+    for (size_t j = 0; j < op.inputs.size(); ++j) {
+      const int64_t src = op.inputs[j];
+      rt::BufferPtr b = src >= 0 ? t.externals[src] : t.computed[~src];
+      if (src < 0 && t.lost[~src]) cause = t.lost[~src];
+      // A padded buffer (a bounded program's output) goes in as the value it holds.
+      const std::vector<int64_t>& dims = op.g->type(op.g->params[j]).dims;
+      if (b && b->dims() != dims) b = Repadded(*b, dims, dims, device_);
+      args.push_back(std::move(b));
     }
     size_t n = op.g->results.size();
     if (!cause) {
