@@ -1,9 +1,9 @@
 """A variable-length fine-tune: packed batches of 16 to 256 tokens, a new length every step.
 
 The same model and batches, in one run:
-- tpu fused eager with bounded programs (TORCHTPU_BOUNDED=1: one program per bound for the
-  steps that differ only in length, csrc/eager/bounded.h);
-- tpu fused eager, each length its own programs;
+- tpu fused eager with bounded programs (the default: one program per bound for the steps that
+  differ only in length, csrc/eager/bounded.h);
+- tpu fused eager, each length its own programs (TORCHTPU_BOUNDED=0);
 - tpu torch.compile with the length marked dynamic up to 256 (one program per graph);
 - tpu torch.compile with Dynamo's automatic dynamic shapes (no mark: lengths bucket by powers of
   two);

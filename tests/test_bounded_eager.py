@@ -16,10 +16,11 @@ import torchtpu
 
 @pytest.fixture(autouse=True)
 def _bounded_fused():
-    torchtpu._C._set_bounded(True)
+    was = torchtpu._C._bounded()
+    torchtpu._C._set_bounded(True)  # also forgets families other tests left
     with torchtpu.mode("fused"):
         yield
-    torchtpu._C._set_bounded(False)
+    torchtpu._C._set_bounded(was)
 
 
 def new_programs() -> int:

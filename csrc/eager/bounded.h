@@ -20,7 +20,7 @@
 
 namespace tpu::eager {
 
-// On or off for the process (TORCHTPU_BOUNDED=1 starts it on); either way it forgets the
+// On or off for the process (on unless TORCHTPU_BOUNDED=0); either way it forgets the
 // families seen so far.
 void SetBounded(bool on);
 bool BoundedOn();
