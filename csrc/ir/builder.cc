@@ -348,6 +348,23 @@ Value ConstantI64(Graph& g, const Dims& v) {
   return g.Op1("stablehlo.constant", {}, t, "value = " + body + " : " + t.str());
 }
 
+Dims AttrList(const std::string& attrs, const std::string& key) {
+  Dims out;
+  size_t at = attrs.find(key);
+  if (at == std::string::npos) return out;
+  size_t open = attrs.find_first_of("[:", at + key.size());
+  size_t close = attrs.find_first_of("]>", open);
+  std::string body = attrs.substr(open + 1, close - open - 1);
+  for (size_t i = 0; i < body.size();) {
+    size_t j = body.find(',', i);
+    std::string item = body.substr(i, j == std::string::npos ? std::string::npos : j - i);
+    if (item.find_first_of("0123456789") != std::string::npos) out.push_back(std::stoll(item));
+    if (j == std::string::npos) break;
+    i = j + 1;
+  }
+  return out;
+}
+
 namespace {
 std::string List(const Dims& v) { return "[" + Join(v) + "]"; }
 

@@ -14,6 +14,9 @@ std::string I64Array(const Dims& v);                  // "array<i64: 1, 2>"
 std::string BoolArray(const std::vector<bool>& v);    // "array<i1: true, false>"
 std::string DenseI64(const std::vector<Dims>& rows);  // "dense<[[0, 1]]> : tensor<1x2xi64>"
 std::string ScalarLiteral(double v, DType t);         // MLIR literal for a splat constant
+// The integers of the list that follows `key` in an op's attributes ("array<i64: 0, 1>" or
+// "[0, 1]"); empty when the key is missing.
+Dims AttrList(const std::string& attrs, const std::string& key);
 
 Type TypeOf(const Graph& g, Value v);
 Type WithDType(Type t, DType d);

@@ -27,25 +27,6 @@ void CountDimension(Graph& s, Value x, int64_t d, Value result) {
 // The `dimension = d : i64` attribute of set_dimension_size and get_dimension_size.
 int64_t DimensionAttr(const Node& n) { return std::stoll(n.attrs.substr(n.attrs.find('=') + 1)); }
 
-// The integers of the list that follows `key` in an op's attributes ("array<i64: 0, 1>" or
-// "[0, 1]"); empty when the key is missing.
-Dims ListAfter(const std::string& attrs, const std::string& key) {
-  Dims out;
-  size_t at = attrs.find(key);
-  if (at == std::string::npos) return out;
-  size_t open = attrs.find_first_of("[:", at + key.size());
-  size_t close = attrs.find_first_of("]>", open);
-  std::string body = attrs.substr(open + 1, close - open - 1);
-  for (size_t i = 0; i < body.size();) {
-    size_t j = body.find(',', i);
-    std::string item = body.substr(i, j == std::string::npos ? std::string::npos : j - i);
-    if (item.find_first_of("0123456789") != std::string::npos) out.push_back(std::stoll(item));
-    if (j == std::string::npos) break;
-    i = j + 1;
-  }
-  return out;
-}
-
 // Which dims of each value may carry a dynamic size (bit d for dim d), following the ops that
 // move dims around and dropping the dims that reductions and contractions remove; any other op
 // with a dynamic operand is taken to make every dim of its result dynamic.
@@ -66,27 +47,27 @@ std::vector<uint64_t> DynamicDims(const Graph& g) {
     if (n.op == "stablehlo.get_dimension_size" || in == 0) continue;
     uint64_t out = 0;
     if (n.op == "stablehlo.broadcast_in_dim") {
-      Dims map = ListAfter(n.attrs, "broadcast_dimensions");
+      Dims map = AttrList(n.attrs, "broadcast_dimensions");
       for (size_t i = 0; i < map.size(); ++i) {
         if (mask[n.operands[0]] >> i & 1) out |= 1ull << map[i];
       }
     } else if (n.op == "stablehlo.transpose") {
-      Dims perm = ListAfter(n.attrs, "permutation");
+      Dims perm = AttrList(n.attrs, "permutation");
       for (size_t i = 0; i < perm.size(); ++i) {
         if (mask[n.operands[0]] >> perm[i] & 1) out |= 1ull << i;
       }
     } else if (n.op == "stablehlo.reduce") {
-      Dims dims = ListAfter(n.attrs, "dimensions");
+      Dims dims = AttrList(n.attrs, "dimensions");
       for (int64_t d = 0, k = 0; d < g.type(n.operands[0]).rank(); ++d) {
         if (std::find(dims.begin(), dims.end(), d) != dims.end()) continue;
         if (in >> d & 1) out |= 1ull << k;
         ++k;
       }
     } else if (n.op == "stablehlo.dot_general") {
-      Dims lb = ListAfter(n.attrs, "lhs_batching_dimensions");
-      Dims rb = ListAfter(n.attrs, "rhs_batching_dimensions");
-      Dims lc = ListAfter(n.attrs, "lhs_contracting_dimensions");
-      Dims rc = ListAfter(n.attrs, "rhs_contracting_dimensions");
+      Dims lb = AttrList(n.attrs, "lhs_batching_dimensions");
+      Dims rb = AttrList(n.attrs, "rhs_batching_dimensions");
+      Dims lc = AttrList(n.attrs, "lhs_contracting_dimensions");
+      Dims rc = AttrList(n.attrs, "rhs_contracting_dimensions");
       uint64_t lm = mask[n.operands[0]], rm = mask[n.operands[1]];
       int64_t k = 0;
       for (size_t i = 0; i < lb.size(); ++i, ++k) {

@@ -105,6 +105,49 @@ std::vector<Affine> DimFormulas(const SizeFormula& f, const std::vector<size_t>&
           f.sizes.begin() + static_cast<ptrdiff_t>(at[v + 1])};
 }
 
+// Values with two sized dims go only to ops checked with them on XLA:CPU: elementwise ops,
+// broadcasts, transposes, reductions, reshapes (KeepsPadding allows one sized dim per group),
+// and dots whose operands have at most one sized free dim each. XLA merges a dot's free dims
+// into one, and its dynamic padder gave wrong results for two sized dims merged so (adaptive
+// pooling whose batch and output size both grow with s). Returns the reason, or "".
+std::string TwoSizedDims(const Graph& g, const SizeFormula& f, const std::vector<size_t>& at,
+                         const Node& n) {
+  auto sized = [&](Value v, int64_t d) { return f.sizes[at[v] + static_cast<size_t>(d)].a != 0; };
+  bool wide = false;
+  for (Value o : n.operands) {
+    int count = 0;
+    for (int64_t d = 0; d < g.type(o).rank(); ++d) count += sized(o, d);
+    wide |= count > 1;
+  }
+  if (!wide) return "";
+  static const std::set<std::string> moving{"stablehlo.broadcast_in_dim", "stablehlo.transpose",
+                                            "stablehlo.reduce", "stablehlo.reshape"};
+  if (moving.count(n.op) != 0) return "";
+  if (n.op == "stablehlo.dot_general") {
+    for (const char* side : {"lhs", "rhs"}) {
+      const Value o = n.operands[side[0] == 'l' ? 0 : 1];
+      Dims used = AttrList(n.attrs, std::string(side) + "_batching_dimensions");
+      const Dims contract = AttrList(n.attrs, std::string(side) + "_contracting_dimensions");
+      used.insert(used.end(), contract.begin(), contract.end());
+      int free_sized = 0;
+      for (int64_t d = 0; d < g.type(o).rank(); ++d) {
+        free_sized += sized(o, d) && std::find(used.begin(), used.end(), d) == used.end();
+      }
+      if (free_sized > 1) return "a dot over two sized free dims";
+    }
+    return "";
+  }
+  const std::vector<Affine> out = DimFormulas(f, at, n.results.at(0));
+  for (Value o : n.operands) {
+    const std::vector<Affine> in = DimFormulas(f, at, o);
+    const bool same =
+        std::equal(in.begin(), in.end(), out.begin(), out.end(),
+                   [](const Affine& x, const Affine& y) { return x.a == y.a && x.b == y.b; });
+    if (!same && !in.empty()) return n.op + " of a value with two sized dims";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::vector<int64_t> Sizes(const Graph& g) {
@@ -203,12 +246,8 @@ std::string WhyNotBounded(const Graph& g, const SizeFormula& f) {
     for (Value o : n.operands) used[o] = 1;
   }
   for (Value r : g.results) used[r] = 1;
-  // XLA:CPU gave wrong results for values with two sized dims (adaptive pooling whose batch and
-  // output size both grow with s), while each alone was right: one sized dim per value.
-  for (size_t v = 0; v < g.types.size(); ++v) {
-    int sized_dims = 0;
-    for (size_t i = at[v]; i < at[v + 1]; ++i) sized_dims += f.sizes[i].a != 0;
-    if (sized_dims > 1) return "a value with two sized dims";
+  for (const Node& n : g.nodes) {
+    if (std::string why = TwoSizedDims(g, f, at, n); !why.empty()) return why;
   }
   for (const Node& n : g.nodes) {
     if (Refused().count(n.op) != 0) return n.op;
