@@ -274,7 +274,10 @@ V CountNonzero(Ctx& c) {
 }
 
 // Inclusive scan along dim in log2(N) shift-and-combine steps (Hillis-Steele); unlike a
-// reduce_window of size N this stays O(N log N) for long dims.
+// reduce_window of size N this stays O(N log N) for long dims. A shift is a pad of k in front and
+// -k at the end, whose attributes do not hold N, and short dims take the steps of 16: the
+// program's structure is then one for every N up to 16 and for every N of one power of two
+// above, which lets fused mode's bounded programs (eager/bounded.h) serve many lengths.
 using Combine = std::function<Value(Value, Value)>;
 V Scan(Ctx& c, double identity, const Combine& combine) {
   Value x = Input(c);
@@ -283,12 +286,12 @@ V Scan(Ctx& c, double identity, const Combine& combine) {
   int64_t dim = ir::WrapDim(c.Int("dim"), c.T(x).rank()), n = dims[dim];
   Value pad = ir::Constant(c.g, identity, c.T(x).dtype);
   Dims zeros(dims.size(), 0);
-  for (int64_t k = 1; k < n; k *= 2) {
-    Dims limit = dims, lo = zeros;
-    limit[dim] = n - k;
+  const int64_t span = n > 1 ? std::max<int64_t>(n, 16) : n;
+  for (int64_t k = 1; k < span; k *= 2) {
+    Dims lo = zeros, hi = zeros;
     lo[dim] = k;
-    Value shifted = ir::Pad(c.g, ir::Slice(c.g, x, zeros, limit), pad, lo, zeros);
-    x = combine(shifted, x);
+    hi[dim] = -k;
+    x = combine(ir::Pad(c.g, x, pad, lo, hi), x);
   }
   return {Finish(c, x)};
 }
