@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "eager/executor.h"
 #include "ir/size_family.h"
@@ -40,6 +41,8 @@ struct Families {
   std::mutex mu;
   std::unordered_map<ir::Hash128, Family, ir::Hash128Hasher> map;
   std::unordered_map<ir::Hash128, Member, ir::Hash128Hasher> members;  // by exact key
+  // Exact keys this table sent to their exact programs: found again without building a graph.
+  std::unordered_set<ir::Hash128, ir::Hash128Hasher> exact;
 };
 Families& AllFamilies() {
   static auto* f = new Families();
@@ -47,17 +50,15 @@ Families& AllFamilies() {
 }
 
 ir::Hash128 HashFormula(const ir::Hash128& shape, const ir::SizeFormula& f) {
-  uint64_t a = shape.lo ^ 0x6a09e667f3bcc909ULL, b = shape.hi ^ 0xbb67ae8584caa73bULL;
-  auto mix = [&](uint64_t x) {
-    a = (a ^ x) * 0x100000001b3ULL;
-    b = ((b ^ x) + 0x7f4a7c159e3779b9ULL) * 0xff51afd7ed558ccdULL;
-  };
-  mix(f.symbol);
+  ir::Mixer128 m;
+  m.Mix(shape.lo);
+  m.Mix(shape.hi);
+  m.Mix(f.symbol);
   for (const ir::Affine& s : f.sizes) {
-    mix(static_cast<uint64_t>(s.a));
-    mix(static_cast<uint64_t>(s.b));
+    m.Mix(static_cast<uint64_t>(s.a));
+    m.Mix(static_cast<uint64_t>(s.b));
   }
-  return {a, b};
+  return m.Get();
 }
 
 // Copies the leading corner `real` of a row-major array of dims `from` into one of dims `to`.
@@ -106,6 +107,7 @@ void SetBounded(bool on) {
   std::lock_guard<std::mutex> lock(all.mu);
   all.map.clear();  // switched, it starts over: no program belongs to a family yet
   all.members.clear();
+  all.exact.clear();
 }
 bool BoundedOn() { return Enabled().load(std::memory_order_relaxed); }
 
@@ -132,42 +134,51 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(const ir::Hash128& key,
                                                      const std::function<ir::Graph()>& logical,
                                                      const std::vector<rt::BufferPtr>& params,
                                                      int device, int64_t ops) {
-  if (!BoundedOn() || IsLoaded(key)) return std::nullopt;
+  if (!BoundedOn()) return std::nullopt;
+  Families& all = AllFamilies();
   Member member;
   {
-    Families& all = AllFamilies();
     std::lock_guard<std::mutex> lock(all.mu);
+    if (all.exact.count(key) != 0) return std::nullopt;
     auto it = all.members.find(key);
     if (it != all.members.end()) member = it->second;
   }
   if (member.exe) return RunMember(member, params, device, ops);
+  // From here on, a part that runs exact says so once (the lock is held or taken again).
+  auto exact = [&]() -> std::optional<std::vector<rt::BufferPtr>> {
+    if (all.exact.size() >= kMaxMembers) all.exact.clear();
+    all.exact.insert(key);
+    return std::nullopt;
+  };
   const ir::Graph g = logical();
   const ir::Hash128 shape = ir::ShapelessHash(g);
   std::vector<int64_t> sizes = ir::Sizes(g);
   ir::SizeFormula formula;
   ir::Hash128 formula_hash;
   {
-    Families& all = AllFamilies();
     std::lock_guard<std::mutex> lock(all.mu);
     Family& fam = all.map[shape];
-    if (fam.refused) return std::nullopt;
+    if (fam.refused) return exact();
     if (fam.first.empty()) {
       fam.first = std::move(sizes);
-      return std::nullopt;
+      return exact();
     }
     if (!fam.formula) {
-      if (sizes == fam.first) return std::nullopt;
+      if (sizes == fam.first) return exact();
       fam.formula = ir::FitSizes(fam.first, sizes);
       if (fam.formula) fam.formula->dims = ir::DimCount(g);
       fam.refused = !fam.formula || !ir::WhyNotBounded(g, *fam.formula).empty();
-      if (fam.refused) return std::nullopt;
+      if (fam.refused) return exact();
       fam.formula_hash = HashFormula(shape, *fam.formula);
     }
     formula = *fam.formula;
     formula_hash = fam.formula_hash;
   }
   const std::optional<int64_t> s = ir::SymbolOf(formula, sizes);
-  if (!s) return std::nullopt;
+  if (!s) {
+    std::lock_guard<std::mutex> lock(all.mu);
+    return exact();
+  }
   const int64_t bound = ir::BoundFor(g, formula, *s);
   try {
     member.exe = Executable({formula_hash.lo ^ static_cast<uint64_t>(bound), formula_hash.hi},
@@ -178,7 +189,6 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(const ir::Hash128& key,
       member.capacity.push_back(ir::CapacityDims(g, formula, p, bound));
     }
     {
-      Families& all = AllFamilies();
       std::lock_guard<std::mutex> lock(all.mu);
       if (all.members.size() >= kMaxMembers) all.members.clear();
       all.members.emplace(key, member);
@@ -186,10 +196,9 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(const ir::Hash128& key,
     return RunMember(member, params, device, ops);
   } catch (const rt::Error&) {
     // XLA could not bound the family (an op without a padding rule): exact programs from now.
-    Families& all = AllFamilies();
     std::lock_guard<std::mutex> lock(all.mu);
     all.map[shape].refused = true;
-    return std::nullopt;
+    return exact();
   }
 }
 

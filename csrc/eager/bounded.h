@@ -25,10 +25,11 @@ namespace tpu::eager {
 void SetBounded(bool on);
 bool BoundedOn();
 
-// A flushed part whose exact program (`key`) is not loaded. `logical` builds it with each
-// parameter typed as the value it holds; `params` are the buffers, maybe padded. When the part
-// is a member of a family with a formula, runs the family's program for its bound and returns
-// the outputs (padded); else returns nothing and the caller runs the exact program.
+// A flushed part with exact key `key`. `logical` builds it with each parameter typed as the value
+// it holds; `params` are the buffers, maybe padded. When the part is a member of a family with a
+// formula, runs the family's program for its bound and returns the outputs (padded); else
+// returns nothing and the caller runs the exact program. Either answer is remembered by key, so
+// a part seen before builds no graph.
 std::optional<std::vector<rt::BufferPtr>> RunBounded(const ir::Hash128& key,
                                                      const std::function<ir::Graph()>& logical,
                                                      const std::vector<rt::BufferPtr>& params,

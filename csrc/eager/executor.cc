@@ -268,12 +268,6 @@ bool OutOfJitResources(const rt::Error& e) {
 }
 }  // namespace
 
-bool IsLoaded(const ir::Hash128& key) {
-  ExecutableCache& cache = Cache();
-  std::lock_guard<std::mutex> lock(cache.mu);
-  return cache.map.count(key) != 0;
-}
-
 rt::ExecutablePtr Executable(const ir::Hash128& key, const std::function<ir::Graph()>& build,
                              const std::vector<int>& device_ids) {
   ExecutableCache& cache = Cache();

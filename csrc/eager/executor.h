@@ -101,8 +101,6 @@ std::vector<rt::BufferPtr> Run(const ir::Graph& g, const std::vector<rt::BufferP
 // to compile: for one device, portable, or with one replica per global id in `device_ids`.
 rt::ExecutablePtr Executable(const ir::Hash128& key, const std::function<ir::Graph()>& build,
                              const std::vector<int>& device_ids = {});
-// Whether the executable cached under `key` is loaded (in memory).
-bool IsLoaded(const ir::Hash128& key);
 // Runs an executable, then notes its last output for Synchronize and events.
 // `ops`: how many recorded ops the program holds (for the profile).
 std::vector<rt::BufferPtr> Execute(const rt::Executable& exe,

@@ -253,13 +253,7 @@ void Trace::Flush() {
 
 namespace {
 
-struct Key {
-  uint64_t a = 0x9e3779b97f4a7c15ULL, b = 0xc2b2ae3d27d4eb4fULL;
-  void Mix(uint64_t x) {
-    a = (a ^ x) * 0x100000001b3ULL;
-    b = ((b ^ x) + 0x7f4a7c159e3779b9ULL) * 0xff51afd7ed558ccdULL;
-  }
-};
+using Key = ir::Mixer128;  // a part's key: its ops, wiring, outputs and parameter types
 
 std::string HexKey(uint64_t a, uint64_t b) {
   char buf[40];
@@ -462,6 +456,7 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
   // Parameters: externals, and values an earlier part computed, numbered by first use. Values
   // are numbered within the part, so the key does not depend on what else the trace held.
   std::unordered_map<int64_t, uint32_t> param_of;  // src -> parameter
+  std::vector<uint32_t> arg_params;  // the parameter each op input that is one reads, in order
   std::vector<rt::BufferPtr> params;
   std::vector<ir::Type> logical;  // per parameter: the type of the value it holds
   std::vector<int64_t> param_src;
@@ -482,13 +477,20 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
         continue;
       }
       if (src < 0 && !t.computed[~src]) return Replay(t, idx);  // depends on a lost value
-      auto [it, inserted] = param_of.emplace(src, static_cast<uint32_t>(params.size()));
+      // A scalar the program reads (a Python number, a view offset) is a parameter per use:
+      // equal scalars share a buffer, and sharing a parameter would make the program's
+      // structure depend on which of its scalars happen to be equal.
+      const bool scalar = src >= 0 && t.externals[src]->dims().empty();
+      auto [it, inserted] = scalar ? std::pair{param_of.end(), true}
+                                   : param_of.emplace(src, static_cast<uint32_t>(params.size()));
+      const auto param = static_cast<uint32_t>(inserted ? params.size() : it->second);
       if (inserted) {
         params.push_back(src >= 0 ? t.externals[src] : t.computed[~src]);
         logical.push_back(op.g->type(op.g->params[j]));
         param_src.push_back(src);
       }
-      key.Mix(2 * static_cast<uint64_t>(it->second) + 1);
+      arg_params.push_back(param);
+      key.Mix(2 * static_cast<uint64_t>(param) + 1);
     }
     for (size_t r = 0; r < op.g->results.size(); ++r) {
       uint32_t v = op.first_value + static_cast<uint32_t>(r);
@@ -544,11 +546,13 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
         }
       }
       std::vector<ir::Value> vals(t.live.size(), -1);
+      size_t next_arg = 0;
       for (size_t i : idx) {
         const Op& op = t.ops[i];
         std::vector<ir::Value> args;
         for (int64_t src : op.inputs) {
-          args.push_back(src < 0 && local[~src] >= 0 ? vals[~src] : param_values[param_of[src]]);
+          args.push_back(src < 0 && local[~src] >= 0 ? vals[~src]
+                                                     : param_values[arg_params[next_arg++]]);
         }
         std::vector<ir::Value> res = ir::Inline(fused, *op.g, args);
         std::copy(res.begin(), res.end(), vals.begin() + op.first_value);

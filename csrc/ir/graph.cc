@@ -84,14 +84,10 @@ std::optional<int64_t> WholeConstant(const Graph& g, const Node& n) {
 
 namespace {
 
-// FNV-1a style mixing into two independent 64-bit lanes.
-struct Hasher {
-  uint64_t a = 0xcbf29ce484222325ULL, b = 0x84222325cbf29ce4ULL;
+// Mixer128 over a graph's ops, attributes, types and wiring.
+struct Hasher : Mixer128 {
   bool shapeless = false;  // the dims of the graph's own values are left out
-  void Mix(uint64_t x) {
-    a = (a ^ x) * 0x100000001b3ULL;
-    b = (b ^ (x + 0x9e3779b97f4a7c15ULL)) * 0x00000100000001b3ULL + 0x2545f4914f6cdd1dULL;
-  }
+  using Mixer128::Mix;
   void Mix(const std::string& s) {
     Mix(s.size());
     for (unsigned char c : s) Mix(c);
@@ -257,14 +253,14 @@ class Printer {
 Hash128 StructuralHash(const Graph& g) {
   Hasher h;
   h.Mix(g);
-  return Hash128{h.a, h.b};
+  return h.Get();
 }
 
 Hash128 ShapelessHash(const Graph& g) {
   Hasher h;
   h.shapeless = true;
   h.Mix(g);
-  return Hash128{h.a, h.b};
+  return h.Get();
 }
 
 std::string PrintModule(const Graph& g) {

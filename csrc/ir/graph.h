@@ -66,6 +66,17 @@ struct Hash128Hasher {
   size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.lo ^ (h.hi * 31)); }
 };
 
+// FNV-1a style mixing of 64-bit words into two independent lanes: the 128-bit keys of graphs,
+// fused parts and size families.
+struct Mixer128 {
+  uint64_t a = 0xcbf29ce484222325ULL, b = 0x84222325cbf29ce4ULL;
+  void Mix(uint64_t x) {
+    a = (a ^ x) * 0x100000001b3ULL;
+    b = (b ^ (x + 0x9e3779b97f4a7c15ULL)) * 0x00000100000001b3ULL + 0x2545f4914f6cdd1dULL;
+  }
+  Hash128 Get() const { return {a, b}; }
+};
+
 // Appends a copy of `from`'s nodes to `into`, with from's params bound to `args` (values of
 // `into`). Returns the values of from's results in `into`. Regions are shared, not copied.
 std::vector<Value> Inline(Graph& into, const Graph& from, const std::vector<Value>& args);
