@@ -125,3 +125,40 @@ def test_a_family_with_a_flip_runs_exact_programs(device):
         x = torch.randn(n, 3)
         torch.testing.assert_close((x.to(device).flip(0) * 2).cumsum(0).cpu(), (x.flip(0) * 2).cumsum(0))
     assert bounded_runs() == runs
+
+
+def prefill(x: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor) -> list[torch.Tensor]:
+    """A prefill's causal attention: an n x n mask from arange, so values with two sized dims; and
+    the cumsum generate() takes position ids from."""
+    n = x.shape[0]
+    scores = (x @ wq) @ (x @ wk).T / 4
+    rows = torch.arange(n, device=x.device)
+    scores = scores.masked_fill(rows[None, :] > rows[:, None], float("-inf"))
+    return [torch.softmax(scores, -1) @ x, (x[:, 0] > 0).long().cumsum(0)]
+
+
+def test_prefill_masks_and_cumsums_share_a_program(device):
+    torch.manual_seed(0)
+    wq, wk = torch.randn(8, 4), torch.randn(8, 4)
+    lengths = [5, 9, 3, 12, 16, 7]
+    programs, runs = new_programs(), bounded_runs()
+    for n in lengths:
+        x = torch.randn(n, 8)
+        got = prefill(x.to(device), wq.to(device), wk.to(device))
+        for a, b in zip(got, prefill(x, wq, wk)):
+            torch.testing.assert_close(a.cpu(), b, rtol=1e-4, atol=1e-5)
+    # Each length flushes twice (the first read runs what it needs first): the first length's
+    # flushes run exact programs, every later one the bounded program of its family.
+    assert bounded_runs() - runs == 2 * (len(lengths) - 1)
+    assert new_programs() - programs == 4
+
+
+def test_equal_scalars_do_not_split_a_family(device):
+    """Equal Python numbers share one buffer; each use is still its own parameter, so a length
+    whose two numbers happen to be equal runs the family's program too."""
+    programs, runs = new_programs(), bounded_runs()
+    for n, (a, b) in zip([6, 10, 14, 20], [(2.0, 3.0), (1.5, 1.5), (4.0, 0.5), (3.0, 3.0)]):
+        x = torch.randn(n, 4)
+        torch.testing.assert_close((x.to(device) * a + b).sum(0).cpu(), (x * a + b).sum(0))
+    assert bounded_runs() - runs == 3
+    assert new_programs() - programs == 2

@@ -73,7 +73,10 @@ def test_dynamic_cache_generate_compiles_a_handful_with_bounded_programs():
     torchtpu._C._set_bounded(True)  # also forgets families other tests left
     try:
         with torchtpu.mode("fused"):
-            for prompt, most in [([5, 9, 3, 17, 2], 10), ([7, 1, 4, 4, 8, 30, 2, 11, 6], 4)]:
+            # The second call's new programs are the bounded ones of families its first call saw
+            # once (the prefill and the small programs around it); a third call compiles none.
+            calls = [([5, 9, 3, 17, 2], 10), ([7, 1, 4, 4, 8, 30, 2, 11, 6], 4), ([3, 3, 3], 0)]
+            for prompt, most in calls:
                 ids = torch.tensor([prompt])
                 before = torchtpu.metrics()["compiles"] + torchtpu.metrics()["disk_cache_hits"]
                 runs = torchtpu.metrics()["bounded_runs"]
