@@ -88,3 +88,29 @@ def test_dynamic_cache_generate_compiles_a_handful_with_bounded_programs():
                 assert m["bounded_runs"] - runs >= 60
     finally:
         torchtpu._C._set_bounded(was)
+
+
+def test_dynamic_cache_generate_under_torch_compile():
+    """The model's forward compiled with dynamic=True: Dynamo's graphs have symbolic lengths, and a
+    cat along the growing cache is beyond the compiled path's bounded plan (torchtpu/_bounded.py),
+    so they run through fused mode, whose bounded programs serve every length."""
+    torch._dynamo.reset()
+    model = tiny_llama()
+    tpu_model = copy.deepcopy(model).to("tpu")
+    tpu_model.forward = torch.compile(tpu_model.forward, backend="tpu", dynamic=True)
+    was = torchtpu._C._bounded()
+    torchtpu._C._set_bounded(True)  # also forgets families other tests left
+    try:
+        with torchtpu.mode("fused"):
+            calls = [([5, 9, 3, 17, 2], 10), ([7, 1, 4, 4, 8, 30, 2, 11, 6], 4), ([3, 3, 3], 0)]
+            for prompt, most in calls:
+                ids = torch.tensor([prompt])
+                before = torchtpu.metrics()["compiles"] + torchtpu.metrics()["disk_cache_hits"]
+                assert greedy(tpu_model, ids.to("tpu"), "dynamic", 64) == greedy(
+                    model, ids, "dynamic", 64
+                )
+                m = torchtpu.metrics()
+                assert m["compiles"] + m["disk_cache_hits"] - before <= most
+    finally:
+        torchtpu._C._set_bounded(was)
+        torch._dynamo.reset()
