@@ -162,3 +162,18 @@ def test_equal_scalars_do_not_split_a_family(device):
         torch.testing.assert_close((x.to(device) * a + b).sum(0).cpu(), (x * a + b).sum(0))
     assert bounded_runs() - runs == 3
     assert new_programs() - programs == 2
+
+
+def test_a_bounded_program_keeps_its_donations(device):
+    """A buffer nobody else holds is written over by the program (donated) in a bounded run as
+    in an exact one, when its parameter and the result it becomes have one capacity."""
+    programs, runs = new_programs(), bounded_runs()
+    for n in [70, 90, 100, 120, 75]:
+        x = torch.randn(n, 4096)  # over a MiB: large enough to donate
+        before = torchtpu.metrics()["donated_buffers"]
+        z = x.to(device) * 3
+        z.mul_(2)
+        torch.testing.assert_close(z.sum(0).cpu(), (x * 6).sum(0), rtol=1e-4, atol=1e-3)
+        assert torchtpu.metrics()["donated_buffers"] - before == 1
+    assert bounded_runs() - runs == 4
+    assert new_programs() - programs == 2

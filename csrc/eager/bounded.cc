@@ -35,6 +35,7 @@ struct Member {
   rt::ExecutablePtr exe;
   int32_t s = 0;
   std::vector<std::vector<int64_t>> real, capacity;  // per parameter
+  Donations donations;  // those of the exact program that the bounded one keeps
 };
 
 struct Families {
@@ -130,10 +131,9 @@ rt::BufferPtr Unpadded(const Lazy& v, rt::BufferPtr buf) {
   return Repadded(*buf, v.type.dims, v.type.dims, buf->device());
 }
 
-std::optional<std::vector<rt::BufferPtr>> RunBounded(const ir::Hash128& key,
-                                                     const std::function<ir::Graph()>& logical,
-                                                     const std::vector<rt::BufferPtr>& params,
-                                                     int device, int64_t ops) {
+std::optional<std::vector<rt::BufferPtr>> RunBounded(
+    const ir::Hash128& key, const std::function<const ir::Graph&()>& logical,
+    const std::vector<rt::BufferPtr>& params, Donations* donations, int device, int64_t ops) {
   if (!BoundedOn()) return std::nullopt;
   Families& all = AllFamilies();
   Member member;
@@ -143,14 +143,17 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(const ir::Hash128& key,
     auto it = all.members.find(key);
     if (it != all.members.end()) member = it->second;
   }
-  if (member.exe) return RunMember(member, params, device, ops);
+  if (member.exe) {
+    *donations = member.donations;
+    return RunMember(member, params, device, ops);
+  }
   // From here on, a part that runs exact says so once (the lock is held or taken again).
   auto exact = [&]() -> std::optional<std::vector<rt::BufferPtr>> {
     if (all.exact.size() >= kMaxMembers) all.exact.clear();
     all.exact.insert(key);
     return std::nullopt;
   };
-  const ir::Graph g = logical();
+  const ir::Graph& g = logical();
   const ir::Hash128 shape = ir::ShapelessHash(g);
   std::vector<int64_t> sizes = ir::Sizes(g);
   ir::SizeFormula formula;
@@ -181,13 +184,28 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(const ir::Hash128& key,
   }
   const int64_t bound = ir::BoundFor(g, formula, *s);
   try {
-    member.exe = Executable({formula_hash.lo ^ static_cast<uint64_t>(bound), formula_hash.hi},
-                            [&] { return ir::Bounded(g, formula, bound); });
     member.s = static_cast<int32_t>(*s);
-    for (ir::Value p : g.params) {
-      member.real.push_back(g.type(p).dims);
-      member.capacity.push_back(ir::CapacityDims(g, formula, p, bound));
+    for (ir::Value p : g.params) member.real.push_back(g.type(p).dims);
+    member.capacity = ir::CapacityDims(g, formula, g.params, bound);
+    // A donation stays when the parameter and the result have one capacity.
+    const auto out = ir::CapacityDims(g, formula, g.results, bound);
+    ir::Mixer128 exe_key;
+    exe_key.Mix(formula_hash.lo);
+    exe_key.Mix(formula_hash.hi);
+    exe_key.Mix(static_cast<uint64_t>(bound));
+    for (const auto& [p, r] : *donations) {
+      if (member.capacity[p] != out[r] || g.type(g.params[p]).dtype != g.type(g.results[r]).dtype) {
+        continue;
+      }
+      member.donations.emplace_back(p, r);
+      exe_key.Mix(static_cast<uint64_t>(p) << 32 | static_cast<uint64_t>(r));
     }
+    member.exe = Executable(exe_key.Get(), [&] {
+      ir::Graph b = ir::Bounded(g, formula, bound);
+      b.donations = member.donations;
+      return b;
+    });
+    *donations = member.donations;
     {
       std::lock_guard<std::mutex> lock(all.mu);
       if (all.members.size() >= kMaxMembers) all.members.clear();

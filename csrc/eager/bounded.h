@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "eager/lazy.h"
@@ -25,15 +26,19 @@ namespace tpu::eager {
 void SetBounded(bool on);
 bool BoundedOn();
 
+// (parameter, result) pairs: a result written into its parameter's buffer.
+using Donations = std::vector<std::pair<int64_t, int64_t>>;
+
 // A flushed part with exact key `key`. `logical` builds it with each parameter typed as the value
 // it holds; `params` are the buffers, maybe padded. When the part is a member of a family with a
 // formula, runs the family's program for its bound and returns the outputs (padded); else
 // returns nothing and the caller runs the exact program. Either answer is remembered by key, so
 // a part seen before builds no graph.
-std::optional<std::vector<rt::BufferPtr>> RunBounded(const ir::Hash128& key,
-                                                     const std::function<ir::Graph()>& logical,
-                                                     const std::vector<rt::BufferPtr>& params,
-                                                     int device, int64_t ops);
+// `donations` (parameter, result) are the exact program's; a bounded run leaves there the ones
+// its program keeps (a parameter and a result of one capacity).
+std::optional<std::vector<rt::BufferPtr>> RunBounded(
+    const ir::Hash128& key, const std::function<const ir::Graph&()>& logical,
+    const std::vector<rt::BufferPtr>& params, Donations* donations, int device, int64_t ops);
 
 // `buf` holds v; when a bounded program left it padded, a buffer of v's own dims with its
 // entries (cut through the host, as host reads and other consumers want exact buffers).

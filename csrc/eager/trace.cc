@@ -561,7 +561,18 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
       if (padded) fused.donations = donations;
       return fused;
     };
-    auto build = [&] { return build_with(true); };
+    // The graph RunBounded builds (each parameter typed as its value) is the program to compile
+    // when no parameter is padded, less the donations: it is not built twice.
+    bool any_padded = false;
+    for (size_t k = 0; k < params.size(); ++k) any_padded |= params[k]->dims() != logical[k].dims;
+    std::optional<ir::Graph> typed;
+    auto build = [&] {
+      if (!typed || any_padded) return build_with(true);
+      ir::Graph g = std::move(*typed);
+      typed.reset();
+      g.donations = donations;
+      return g;
+    };
     std::optional<std::vector<rt::BufferPtr>> bounded;
     // Threaded ranks (a process group whose ranks record collectives into their traces) keep
     // exact programs: ranks that bring padded and exact values to one meeting would disagree.
@@ -571,13 +582,15 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
       ranks = static_cast<bool>(g_meet);
     }
     if (collectives.empty() && program == nullptr && !ranks) {
-      bounded = RunBounded(
-          {key.a, key.b}, [&] { return build_with(false); }, params, device_,
-          static_cast<int64_t>(idx.size()));
+      auto typed_graph = [&]() -> const ir::Graph& {
+        if (!typed) typed = build_with(false);
+        return *typed;
+      };
+      bounded = RunBounded({key.a, key.b}, typed_graph, params, &donations, device_,
+                           static_cast<int64_t>(idx.size()));
     }
     if (bounded) {
       outs = std::move(*bounded);
-      donations.clear();  // a bounded program takes no donations
     } else if (collectives.empty()) {
       exe = Executable({key.a, key.b}, build);
       outs = Execute(*exe, params, device_, static_cast<int64_t>(idx.size()));

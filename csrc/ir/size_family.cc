@@ -100,6 +100,14 @@ bool KeepsPadding(const std::vector<Affine>& from, const std::vector<Affine>& to
   return group_ok(from, i, from.size()) && group_ok(to, j, to.size());
 }
 
+// The dims of v under the formula at bound P (see CapacityDims).
+std::vector<int64_t> Capacities(const SizeFormula& f, const std::vector<size_t>& at, Value v,
+                                int64_t bound) {
+  std::vector<int64_t> dims;
+  for (size_t i = at[v]; i < at[v + 1]; ++i) dims.push_back(Capacity(f.sizes[i], bound));
+  return dims;
+}
+
 std::vector<Affine> DimFormulas(const SizeFormula& f, const std::vector<size_t>& at, Value v) {
   return {f.sizes.begin() + static_cast<ptrdiff_t>(at[v]),
           f.sizes.begin() + static_cast<ptrdiff_t>(at[v + 1])};
@@ -266,10 +274,15 @@ std::string WhyNotBounded(const Graph& g, const SizeFormula& f) {
 }
 
 std::vector<int64_t> CapacityDims(const Graph& g, const SizeFormula& f, Value v, int64_t bound) {
-  std::vector<size_t> at = SizeOffsets(g);
-  std::vector<int64_t> dims;
-  for (size_t i = at[v]; i < at[v + 1]; ++i) dims.push_back(Capacity(f.sizes[i], bound));
-  return dims;
+  return CapacityDims(g, f, std::vector<Value>{v}, bound)[0];
+}
+
+std::vector<std::vector<int64_t>> CapacityDims(const Graph& g, const SizeFormula& f,
+                                               const std::vector<Value>& vs, int64_t bound) {
+  const std::vector<size_t> at = SizeOffsets(g);
+  std::vector<std::vector<int64_t>> out;
+  for (Value v : vs) out.push_back(Capacities(f, at, v, bound));
+  return out;
 }
 
 Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
@@ -279,7 +292,7 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
   std::vector<Value> map(g.types.size(), -1);
   std::vector<Value> params;
   for (Value p : g.params)
-    params.push_back(b.Param(Type{g.type(p).dtype, CapacityDims(g, f, p, bound)}));
+    params.push_back(b.Param(Type{g.type(p).dtype, Capacities(f, at, p, bound)}));
   const Value s = b.Param(Type{DType::kS32, {}});
   // The real size a*s + b, clamped to the bound's size (XLA:CPU trusts it with memory).
   std::map<std::pair<int64_t, int64_t>, Value> real;
@@ -348,7 +361,7 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
   }
   for (Value r : g.results) {
     Value v = map[r];
-    Dims cap = CapacityDims(g, f, r, bound);
+    Dims cap = Capacities(f, at, r, bound);
     if (cap != b.type(v).dims) v = Slice(b, v, Dims(cap.size(), 0), cap);
     b.results.push_back(v);
   }

@@ -69,5 +69,8 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound);
 
 // The dims of value v of g under the formula at bound P (its Capacity for params and outputs).
 std::vector<int64_t> CapacityDims(const Graph& g, const SizeFormula& f, Value v, int64_t bound);
+// The same for each of `vs`.
+std::vector<std::vector<int64_t>> CapacityDims(const Graph& g, const SizeFormula& f,
+                                               const std::vector<Value>& vs, int64_t bound);
 
 }  // namespace tpu::ir
