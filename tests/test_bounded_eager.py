@@ -82,21 +82,35 @@ def per_length(x: torch.Tensor, w: torch.Tensor, target: torch.Tensor) -> list[t
     ]
 
 
+def across_lengths(fn, inputs, lengths, device, **tol) -> tuple[int, int]:
+    """fn on tpu against CPU at every length (inputs(n) makes its CPU arguments); returns the new
+    programs and the bounded runs."""
+    programs, runs = new_programs(), bounded_runs()
+    for n in lengths:
+        args = inputs(n)
+        got = fn(*(a.to(device) for a in args))
+        for a, b in zip(got, fn(*args)):
+            torch.testing.assert_close(a.cpu(), b, **tol)
+    return new_programs() - programs, bounded_runs() - runs
+
+
 def test_lengths_in_any_order_share_a_program(device):
     torch.manual_seed(0)
     w = torch.randn(16, 6)
     lengths = [37, 5, 90, 64, 17, 120, 33, 128, 2]
-    programs, runs = new_programs(), bounded_runs()
-    for n in lengths:
-        x, target = torch.randn(n, 16) * 2, torch.randint(0, 6, (n,))
-        got = per_length(x.to(device), w.to(device), target.to(device))
-        for a, b in zip(got, per_length(x, w, target)):
-            torch.testing.assert_close(a.cpu(), b, rtol=1e-4, atol=1e-4)
+    programs, runs = across_lengths(
+        per_length,
+        lambda n: (torch.randn(n, 16) * 2, w, torch.randint(0, 6, (n,))),
+        lengths,
+        device,
+        rtol=1e-4,
+        atol=1e-4,
+    )
     # Each length flushes twice (the first read runs what it needs first): the first length's
     # flushes run exact programs, every later one the bounded program of its family (one bound,
     # 128, holds them all).
-    assert bounded_runs() - runs == 2 * (len(lengths) - 1)
-    assert new_programs() - programs == 4
+    assert runs == 2 * (len(lengths) - 1)
+    assert programs == 4
 
 
 def test_gradients_at_every_length(device):
@@ -141,16 +155,13 @@ def test_prefill_masks_and_cumsums_share_a_program(device):
     torch.manual_seed(0)
     wq, wk = torch.randn(8, 4), torch.randn(8, 4)
     lengths = [5, 9, 3, 12, 16, 7]
-    programs, runs = new_programs(), bounded_runs()
-    for n in lengths:
-        x = torch.randn(n, 8)
-        got = prefill(x.to(device), wq.to(device), wk.to(device))
-        for a, b in zip(got, prefill(x, wq, wk)):
-            torch.testing.assert_close(a.cpu(), b, rtol=1e-4, atol=1e-5)
+    programs, runs = across_lengths(
+        prefill, lambda n: (torch.randn(n, 8), wq, wk), lengths, device, rtol=1e-4, atol=1e-5
+    )
     # Each length flushes twice (the first read runs what it needs first): the first length's
     # flushes run exact programs, every later one the bounded program of its family.
-    assert bounded_runs() - runs == 2 * (len(lengths) - 1)
-    assert new_programs() - programs == 4
+    assert runs == 2 * (len(lengths) - 1)
+    assert programs == 4
 
 
 def test_equal_scalars_do_not_split_a_family(device):
