@@ -126,9 +126,9 @@ rt::BufferPtr Repadded(const rt::Buffer& buf, const std::vector<int64_t>& real,
   return Client().FromHost(dst.data(), buf.dtype(), to, device);
 }
 
-rt::BufferPtr Unpadded(const Lazy& v, rt::BufferPtr buf) {
-  if (!buf || buf->dims() == v.type.dims) return buf;
-  return Repadded(*buf, v.type.dims, v.type.dims, buf->device());
+rt::BufferPtr Unpadded(rt::BufferPtr buf, const std::vector<int64_t>& dims) {
+  if (!buf || buf->dims() == dims) return buf;
+  return Repadded(*buf, dims, dims, buf->device());
 }
 
 std::optional<std::vector<rt::BufferPtr>> RunBounded(

@@ -15,7 +15,6 @@
 #include <utility>
 #include <vector>
 
-#include "eager/lazy.h"
 #include "ir/graph.h"
 #include "runtime/client.h"
 
@@ -40,9 +39,9 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
     const ir::Hash128& key, const std::function<const ir::Graph&()>& logical,
     const std::vector<rt::BufferPtr>& params, Donations* donations, int device, int64_t ops);
 
-// `buf` holds v; when a bounded program left it padded, a buffer of v's own dims with its
-// entries (cut through the host, as host reads and other consumers want exact buffers).
-rt::BufferPtr Unpadded(const Lazy& v, rt::BufferPtr buf);
+// `buf` holds a value of `dims`; when a bounded program left it padded, a buffer of those dims
+// with its entries (cut through the host, as host reads and other consumers want exact buffers).
+rt::BufferPtr Unpadded(rt::BufferPtr buf, const std::vector<int64_t>& dims);
 // The entries of `buf` in its leading corner `real`, in a buffer of dims `to` (zeros elsewhere).
 rt::BufferPtr Repadded(const rt::Buffer& buf, const std::vector<int64_t>& real,
                        const std::vector<int64_t>& to, int device);

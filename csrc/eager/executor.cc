@@ -382,8 +382,8 @@ std::vector<LazyPtr> Submit(std::shared_ptr<const ir::Graph> g, const ir::Hash12
 }
 
 rt::BufferPtr Materialize(const LazyPtr& v) {
-  if (v->ready.load(std::memory_order_acquire)) return Unpadded(*v, v->buf);
-  return Unpadded(*v, TraceOf(v->device).Materialize(v));
+  if (v->ready.load(std::memory_order_acquire)) return Unpadded(v->buf, v->type.dims);
+  return Unpadded(TraceOf(v->device).Materialize(v), v->type.dims);
 }
 
 void Flush(int device) { TraceOf(device).Flush(); }

@@ -145,7 +145,8 @@ std::vector<LazyPtr> Trace::Record(std::shared_ptr<const ir::Graph> g, const ir:
     int64_t src;
     if (in->ready.load(std::memory_order_acquire)) {
       // A capture's program runs again on exact buffers, so it takes none padded.
-      src = External(capturing_.load(std::memory_order_relaxed) ? Unpadded(*in, in->buf) : in->buf);
+      src = External(capturing_.load(std::memory_order_relaxed) ? Unpadded(in->buf, in->type.dims)
+                                                                : in->buf);
     } else if (in->error) {
       throw OpError(*in->error, false);
     } else {
@@ -481,10 +482,11 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
       // equal scalars share a buffer, and sharing a parameter would make the program's
       // structure depend on which of its scalars happen to be equal.
       const bool scalar = src >= 0 && t.externals[src]->dims().empty();
-      auto [it, inserted] = scalar ? std::pair{param_of.end(), true}
-                                   : param_of.emplace(src, static_cast<uint32_t>(params.size()));
-      const auto param = static_cast<uint32_t>(inserted ? params.size() : it->second);
-      if (inserted) {
+      auto it = scalar ? param_of.end() : param_of.find(src);
+      const uint32_t param =
+          it != param_of.end() ? it->second : static_cast<uint32_t>(params.size());
+      if (it == param_of.end()) {
+        if (!scalar) param_of.emplace(src, param);
         params.push_back(src >= 0 ? t.externals[src] : t.computed[~src]);
         logical.push_back(op.g->type(op.g->params[j]));
         param_src.push_back(src);
@@ -505,12 +507,14 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
   if (outputs.empty()) return std::nullopt;  // nothing observable: the ops need not run
   // A padded buffer (a bounded program's output) is another parameter type. The ranks of a
   // collective program must bring the same types, so it takes exact buffers.
+  bool any_padded = false;
   for (size_t k = 0; k < params.size(); ++k) {
     if (params[k]->dims() == logical[k].dims) continue;
     if (!collectives.empty()) {
-      params[k] = Repadded(*params[k], logical[k].dims, logical[k].dims, device_);
+      params[k] = Unpadded(params[k], logical[k].dims);
       continue;
     }
+    any_padded = true;
     key.Mix(k);
     for (int64_t d : params[k]->dims()) key.Mix(static_cast<uint64_t>(d));
   }
@@ -563,8 +567,6 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
     };
     // The graph RunBounded builds (each parameter typed as its value) is the program to compile
     // when no parameter is padded, less the donations: it is not built twice.
-    bool any_padded = false;
-    for (size_t k = 0; k < params.size(); ++k) any_padded |= params[k]->dims() != logical[k].dims;
     std::optional<ir::Graph> typed;
     auto build = [&] {
       if (!typed || any_padded) return build_with(true);
@@ -729,7 +731,7 @@ std::optional<OpError> Trace::Replay(Taken& t, const std::vector<size_t>& idx, c
       if (src < 0 && t.lost[~src]) cause = t.lost[~src];
       // A padded buffer (a bounded program's output) goes in as the value it holds.
       const std::vector<int64_t>& dims = op.g->type(op.g->params[j]).dims;
-      if (b && b->dims() != dims) b = Repadded(*b, dims, dims, device_);
+      b = Unpadded(std::move(b), dims);
       args.push_back(std::move(b));
     }
     size_t n = op.g->results.size();

@@ -148,10 +148,7 @@ std::string TwoSizedDims(const Graph& g, const SizeFormula& f, const std::vector
   const std::vector<Affine> out = DimFormulas(f, at, n.results.at(0));
   for (Value o : n.operands) {
     const std::vector<Affine> in = DimFormulas(f, at, o);
-    const bool same =
-        std::equal(in.begin(), in.end(), out.begin(), out.end(),
-                   [](const Affine& x, const Affine& y) { return x.a == y.a && x.b == y.b; });
-    if (!same && !in.empty()) return n.op + " of a value with two sized dims";
+    if (in != out && !in.empty()) return n.op + " of a value with two sized dims";
   }
   return "";
 }
@@ -256,8 +253,6 @@ std::string WhyNotBounded(const Graph& g, const SizeFormula& f) {
   for (Value r : g.results) used[r] = 1;
   for (const Node& n : g.nodes) {
     if (std::string why = TwoSizedDims(g, f, at, n); !why.empty()) return why;
-  }
-  for (const Node& n : g.nodes) {
     if (Refused().count(n.op) != 0) return n.op;
     if (n.op == "stablehlo.reshape" && used[n.results[0]] &&
         !KeepsPadding(DimFormulas(f, at, ReshapeSource(g, producer, n.operands[0])),

@@ -23,6 +23,7 @@ size_t DimCount(const Graph& g);
 struct Affine {
   int64_t a = 0, b = 0;  // a * s + b
   int64_t At(int64_t s) const { return a * s + b; }
+  bool operator==(const Affine&) const = default;
 };
 
 // Each size of a family of programs as a*s + b, where s is the size at `symbol`.
@@ -57,8 +58,8 @@ int64_t Capacity(const Affine& f, int64_t bound);
 
 // Whether g can be bounded: ops whose results depend on where padding sits (reversals, sorts,
 // random draws, collectives, custom calls, loops) or that would write padding over real data
-// (updates of a sized window), reshapes that would move padding, and values with more than one
-// sized dim are refused. Returns the reason, or "" when it can.
+// (updates of a sized window), reshapes that would move padding, and values with two sized dims
+// that reach an op not checked with two are refused. Returns the reason, or "" when it can.
 std::string WhyNotBounded(const Graph& g, const SizeFormula& f);
 
 // g (one member of the family) compiled for `bound`: each param with sized dims takes its
