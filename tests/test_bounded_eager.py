@@ -164,6 +164,44 @@ def test_prefill_masks_and_cumsums_share_a_program(device):
     assert programs == 4
 
 
+def test_a_marked_length_runs_bounded_from_its_first_size(device):
+    """torchtpu.mark_dynamic names the size that varies, so the first length's programs are
+    already bounded and the lengths after it compile nothing."""
+    torch.manual_seed(0)
+    wq, wk = torch.randn(6, 4), torch.randn(6, 4)  # not the shapes another test compiled
+    lengths = [5, 9, 3, 12, 16, 7]
+
+    def marked(x, wq, wk):
+        torchtpu.mark_dynamic(x, 0)
+        return prefill(x, wq, wk)
+
+    programs, runs = across_lengths(
+        marked, lambda n: (torch.randn(n, 6), wq, wk), lengths, device, rtol=1e-4, atol=1e-5
+    )
+    assert runs == 2 * len(lengths)
+    assert programs == 2
+
+
+def test_a_mark_that_matches_a_constant_stays_exact(device):
+    """A marked size equal to a weight's dim (4 here) is taken for the varying size too: that
+    guess serves no other length, which then compiles as without a mark, and stays right."""
+    torch.manual_seed(0)
+    wq, wk = torch.randn(7, 4), torch.randn(7, 4)
+
+    def marked(x, wq, wk):
+        torchtpu.mark_dynamic(x, 0)
+        return prefill(x, wq, wk)
+
+    programs, runs = across_lengths(
+        marked, lambda n: (torch.randn(n, 7), wq, wk), [4, 6, 10, 13], device, rtol=1e-4,
+        atol=1e-5
+    )
+    # No more programs than without the mark (two exact at the first length, two fitted from
+    # the first two): each guess either is refused or runs in place of an exact program.
+    assert programs <= 4
+    assert runs >= 2 * 3  # the fitted programs serve the lengths after the second
+
+
 def test_equal_scalars_do_not_split_a_family(device):
     """Equal Python numbers share one buffer; each use is still its own parameter, so a length
     whose two numbers happen to be equal runs the family's program too."""

@@ -181,6 +181,24 @@ def mode(name: str) -> Iterator[None]:
         set_mode(prev)
 
 
+def mark_dynamic(
+    t: torch.Tensor, dim: int | list[int], *, min: int | None = None, max: int | None = None
+) -> None:
+    """`torch._dynamo.mark_dynamic(t, dim, min=, max=)` for compiled code, and the same hint
+    for fused eager: while `t` lives, a program first seen with a dim of the marked size is
+    compiled bounded in that size (at least up to `max`), so later sizes, such as the next
+    prompt's length in `generate()`, reuse it instead of compiling."""
+    import weakref
+
+    import torch._dynamo
+
+    torch._dynamo.mark_dynamic(t, dim, min=min, max=max)
+    for d in [dim] if isinstance(dim, int) else dim:
+        size = t.shape[d]
+        if size >= 2:  # as Dynamo, 0 and 1 stay static
+            weakref.finalize(t, _C._drop_size_hint, _C._add_size_hint(size, max or 0))
+
+
 def platform() -> str:
     """The PJRT platform in use: 'cpu', 'cuda' or 'tpu'."""
     return _C.platform_name()

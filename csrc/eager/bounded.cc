@@ -1,5 +1,6 @@
 #include "eager/bounded.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -27,7 +28,13 @@ struct Family {
   std::vector<int64_t> first;  // the sizes of its first member
   std::optional<ir::SizeFormula> formula;
   ir::Hash128 formula_hash;
-  bool refused = false;  // its members run exact programs
+  bool refused = false;     // its members run exact programs
+  bool guessed = false;     // the formula came from a size hint and one member
+  int64_t least_bound = 0;  // a hint's max
+};
+
+struct SizeHint {
+  int64_t size, max;
 };
 
 // How a part with a given exact key runs bounded: found again without building its graph.
@@ -44,6 +51,8 @@ struct Families {
   std::unordered_map<ir::Hash128, Member, ir::Hash128Hasher> members;  // by exact key
   // Exact keys this table sent to their exact programs: found again without building a graph.
   std::unordered_set<ir::Hash128, ir::Hash128Hasher> exact;
+  std::unordered_map<int64_t, SizeHint> hints;  // by id
+  int64_t next_hint = 0;
 };
 Families& AllFamilies() {
   static auto* f = new Families();
@@ -112,6 +121,19 @@ void SetBounded(bool on) {
 }
 bool BoundedOn() { return Enabled().load(std::memory_order_relaxed); }
 
+int64_t AddSizeHint(int64_t size, int64_t max) {
+  Families& all = AllFamilies();
+  std::lock_guard<std::mutex> lock(all.mu);
+  all.hints.emplace(all.next_hint, SizeHint{size, max});
+  return all.next_hint++;
+}
+
+void DropSizeHint(int64_t id) {
+  Families& all = AllFamilies();
+  std::lock_guard<std::mutex> lock(all.mu);
+  all.hints.erase(id);
+}
+
 rt::BufferPtr Repadded(const rt::Buffer& buf, const std::vector<int64_t>& real,
                        const std::vector<int64_t>& to, int device) {
   const size_t item = static_cast<size_t>(rt::ItemSize(buf.dtype()));
@@ -158,31 +180,44 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
   std::vector<int64_t> sizes = ir::Sizes(g);
   ir::SizeFormula formula;
   ir::Hash128 formula_hash;
+  std::optional<int64_t> s;
+  int64_t least_bound = 0;
   {
     std::lock_guard<std::mutex> lock(all.mu);
     Family& fam = all.map[shape];
     if (fam.refused) return exact();
-    if (fam.first.empty()) {
-      fam.first = std::move(sizes);
-      return exact();
-    }
-    if (!fam.formula) {
-      if (sizes == fam.first) return exact();
-      fam.formula = ir::FitSizes(fam.first, sizes);
-      if (fam.formula) fam.formula->dims = ir::DimCount(g);
-      fam.refused = !fam.formula || !ir::WhyNotBounded(g, *fam.formula).empty();
-      if (fam.refused) return exact();
+    // A formula from the first two sizes seen, or from the first and a hint; a hint's guess
+    // that the next size does not fit gives way to the first two.
+    auto fit = [&](std::optional<ir::SizeFormula> f) {
+      if (f) f->dims = ir::DimCount(g);
+      if (!f || !ir::WhyNotBounded(g, *f).empty()) return false;
+      fam.formula = std::move(f);
       fam.formula_hash = HashFormula(shape, *fam.formula);
+      return true;
+    };
+    if (fam.first.empty()) {
+      fam.first = sizes;
+      for (const auto& [id, hint] : all.hints) {
+        if (fit(ir::GuessSizes(g, hint.size))) {
+          fam.guessed = true;
+          fam.least_bound = std::max(fam.least_bound, hint.max);
+          break;
+        }
+      }
+      if (!fam.formula) return exact();
+    } else if (!fam.formula || (fam.guessed && !ir::SymbolOf(*fam.formula, sizes))) {
+      if (sizes == fam.first) return exact();
+      fam.guessed = false;
+      fam.refused = !fit(ir::FitSizes(fam.first, sizes));
+      if (fam.refused) return exact();
     }
+    s = ir::SymbolOf(*fam.formula, sizes);
+    if (!s) return exact();
     formula = *fam.formula;
     formula_hash = fam.formula_hash;
+    least_bound = fam.least_bound;
   }
-  const std::optional<int64_t> s = ir::SymbolOf(formula, sizes);
-  if (!s) {
-    std::lock_guard<std::mutex> lock(all.mu);
-    return exact();
-  }
-  const int64_t bound = ir::BoundFor(g, formula, *s);
+  const int64_t bound = std::max(ir::BoundFor(g, formula, *s), least_bound);
   try {
     member.s = static_cast<int32_t>(*s);
     for (ir::Value p : g.params) member.real.push_back(g.type(p).dims);
@@ -214,8 +249,12 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
     return RunMember(member, params, device, ops);
   } catch (const rt::Error&) {
     // XLA could not bound the family (an op without a padding rule): exact programs from now.
+    // A hint's guess gives way to the first two sizes seen instead.
     std::lock_guard<std::mutex> lock(all.mu);
-    all.map[shape].refused = true;
+    Family& fam = all.map[shape];
+    fam.refused = !fam.guessed;
+    fam.guessed = false;
+    fam.formula.reset();
     return exact();
   }
 }

@@ -25,6 +25,13 @@ namespace tpu::eager {
 void SetBounded(bool on);
 bool BoundedOn();
 
+// A size that varies, from a dim marked dynamic (torchtpu.mark_dynamic), up to `max` when
+// positive. While the hint lives, a family seen once with a dim of that size runs bounded from
+// its first member (ir::GuessSizes), so the sizes that come next compile nothing; `max` is then
+// the least bound. Returns the hint's id for DropSizeHint.
+int64_t AddSizeHint(int64_t size, int64_t max);
+void DropSizeHint(int64_t id);
+
 // (parameter, result) pairs: a result written into its parameter's buffer.
 using Donations = std::vector<std::pair<int64_t, int64_t>>;
 

@@ -188,6 +188,58 @@ std::optional<SizeFormula> FitSizes(const std::vector<int64_t>& x, const std::ve
   return f;
 }
 
+std::optional<SizeFormula> GuessSizes(const Graph& g, int64_t size) {
+  // Per value, the formula of each dim. A dim equal to `size` is s. In an op's result with no
+  // such dim, one dim that is not a constant dim of its operands may be k*s or s+1 (a reshape
+  // that merges s rows, a cat that adds one, zeros made for s rows). A param's dims are s only;
+  // a whole constant that is a multiple of `size` is k*s (a stride, a divisor).
+  std::vector<std::vector<Affine>> dims(g.types.size());
+  auto label = [&](Value v, const std::vector<Value>* from) {
+    const std::vector<int64_t>& d = g.types[static_cast<size_t>(v)].dims;
+    std::set<int64_t> fixed;  // the operands' constant dims
+    if (from != nullptr) {
+      for (Value o : *from) {
+        for (const Affine& x : dims[static_cast<size_t>(o)]) {
+          if (x.a == 0) fixed.insert(x.b);
+        }
+      }
+    }
+    bool derive = from != nullptr && std::find(d.begin(), d.end(), size) == d.end();
+    for (int64_t x : d) {
+      Affine f{0, x};
+      if (x == size) {
+        f = {1, 0};
+      } else if (derive && fixed.count(x) == 0) {
+        if (x == size + 1) f = {1, 1};
+        if (x > size && x % size == 0) f = {x / size, 0};
+        derive = f.a == 0;  // one per value
+      }
+      dims[static_cast<size_t>(v)].push_back(f);
+    }
+  };
+  for (Value p : g.params) label(p, nullptr);
+  for (const Node& n : g.nodes) {
+    for (Value r : n.results) label(r, &n.operands);
+  }
+  SizeFormula f;
+  for (size_t v = 0; v < dims.size(); ++v) {
+    if (dims[v].empty()) {  // a value no node of g makes: its dims are constants
+      for (int64_t x : g.types[v].dims) dims[v].push_back({0, x});
+    }
+    f.sizes.insert(f.sizes.end(), dims[v].begin(), dims[v].end());
+  }
+  f.dims = f.sizes.size();
+  for (const Node& n : g.nodes) {
+    if (std::optional<int64_t> c = WholeConstant(g, n)) {
+      f.sizes.push_back(*c > 0 && *c % size == 0 ? Affine{*c / size, 0} : Affine{0, *c});
+    }
+  }
+  const auto first = std::find(f.sizes.begin(), f.sizes.end(), Affine{1, 0});
+  if (first == f.sizes.end()) return std::nullopt;
+  f.symbol = static_cast<size_t>(first - f.sizes.begin());
+  return f;
+}
+
 std::optional<int64_t> SymbolOf(const SizeFormula& f, const std::vector<int64_t>& sizes) {
   if (sizes.size() != f.sizes.size()) return std::nullopt;
   const int64_t s = sizes[f.symbol];

@@ -36,6 +36,12 @@ struct SizeFormula {
 // The formula through two programs' sizes (equal counts), when every size that differs is an
 // integer multiple of the first one that differs, plus a constant, and none shrinks as s grows.
 std::optional<SizeFormula> FitSizes(const std::vector<int64_t>& x, const std::vector<int64_t>& y);
+// The formula of a family seen once, given that `size` is a size that varies (a dim marked
+// dynamic): each size equal to it is s; a dim that an op makes may be k*s or s+1 (merged rows,
+// one more row) and a constant k*s (a stride); other sizes are constants. One size cannot
+// tell a constant that happens to equal one of these from a size, so this is a guess that the
+// family's next size checks (SymbolOf). Nothing when no dim is `size`.
+std::optional<SizeFormula> GuessSizes(const Graph& g, int64_t size);
 // s for a program whose sizes are exactly the formula's at s, else nothing.
 std::optional<int64_t> SymbolOf(const SizeFormula& f, const std::vector<int64_t>& sizes);
 

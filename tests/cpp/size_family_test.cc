@@ -1,6 +1,6 @@
-// Programs that differ only in sizes: the formula through two members, the bound for a size,
-// which reshapes keep padding where XLA expects it, and a bounded program run on XLA:CPU with
-// garbage (NaN) in its padding.
+// Programs that differ only in sizes: the formula through two members (or one and a hint), the
+// bound for a size, which reshapes keep padding where XLA expects it, and a bounded program run
+// on XLA:CPU with garbage (NaN) in its padding.
 #include "ir/size_family.h"
 
 #include <gtest/gtest.h>
@@ -63,6 +63,29 @@ Graph Member(int64_t s, const std::vector<int64_t>& then) {
   g.results = {cat, sum};
   if (!then.empty()) g.results.push_back(Reshape(g, cat, then));
   return g;
+}
+
+// x: [2, s, 4], y: [2, 1, 4] -> (their concat along 1, x flattened to [2, 4 s]).
+Graph Guessable(int64_t s) {
+  Graph g;
+  Value x = g.Param({DType::kF32, {2, s, 4}});
+  Value y = g.Param({DType::kF32, {2, 1, 4}});
+  g.results = {Concat(g, {x, y}, 1), Reshape(g, x, {2, 4 * s})};
+  return g;
+}
+
+TEST(GuessSizes, OneMemberAndTheSizeThatVaries) {
+  Graph a = Guessable(5), b = Guessable(7);
+  std::optional<SizeFormula> guess = GuessSizes(a, 5);
+  ASSERT_TRUE(guess.has_value());
+  EXPECT_EQ(guess->sizes, FitSizes(Sizes(a), Sizes(b))->sizes);  // s, s + 1 and 4 s
+  EXPECT_EQ(SymbolOf(*guess, Sizes(b)), 7);
+  // A constant that equals the size is taken for it: the guess then fits no other member.
+  std::optional<SizeFormula> wrong = GuessSizes(a, 4);
+  ASSERT_TRUE(wrong.has_value());
+  EXPECT_EQ(SymbolOf(*wrong, Sizes(a)), 4);
+  EXPECT_FALSE(SymbolOf(*wrong, Sizes(b)).has_value());
+  EXPECT_FALSE(GuessSizes(a, 3).has_value());  // no dim of that size
 }
 
 TEST(Bounded, ReshapesThatWouldMovePaddingAreRefused) {

@@ -64,23 +64,25 @@ def test_static_cache_generate_under_torch_compile():
     torch._dynamo.reset()
 
 
-def generate_three_prompts(tpu_model, model) -> None:
+def generate_three_prompts(tpu_model, model, marked: bool = False) -> None:
     """Three greedy calls with the dynamic cache and new prompt lengths, in fused mode with
     bounded programs on: tokens identical to CPU, and at most 10, 4 and 0 new programs. The second
     call's are the bounded ones of families its first call saw once (the prefill and the small
-    programs around it)."""
+    programs around it). With the prompt's length marked dynamic (torchtpu.mark_dynamic), the
+    first call compiles those bounded already, and the second compiles nothing."""
     was = torchtpu._C._bounded()
     torchtpu._C._set_bounded(True)  # also forgets families other tests left
     try:
         with torchtpu.mode("fused"):
-            calls = [([5, 9, 3, 17, 2], 10), ([7, 1, 4, 4, 8, 30, 2, 11, 6], 4), ([3, 3, 3], 0)]
-            for prompt, most in calls:
+            prompts = [[5, 9, 3, 17, 2], [7, 1, 4, 4, 8, 30, 2, 11, 6], [3, 3, 3]]
+            for prompt, most in zip(prompts, [10, 0, 0] if marked else [10, 4, 0]):
                 ids = torch.tensor([prompt])
+                on_tpu = ids.to("tpu")
+                if marked:
+                    torchtpu.mark_dynamic(on_tpu, 1)
                 before = torchtpu.metrics()["compiles"] + torchtpu.metrics()["disk_cache_hits"]
                 runs = torchtpu.metrics()["bounded_runs"]
-                assert greedy(tpu_model, ids.to("tpu"), "dynamic", 64) == greedy(
-                    model, ids, "dynamic", 64
-                )
+                assert greedy(tpu_model, on_tpu, "dynamic", 64) == greedy(model, ids, "dynamic", 64)
                 m = torchtpu.metrics()
                 assert m["compiles"] + m["disk_cache_hits"] - before <= most
                 assert m["bounded_runs"] - runs >= 60
@@ -88,14 +90,16 @@ def generate_three_prompts(tpu_model, model) -> None:
         torchtpu._C._set_bounded(was)
 
 
-def test_dynamic_cache_generate_compiles_a_handful_with_bounded_programs():
+@pytest.mark.parametrize("marked", [False, True])
+def test_dynamic_cache_generate_compiles_a_handful_with_bounded_programs(marked):
     """Fused mode's bounded programs (csrc/eager/bounded.h): the decoding steps, whose KV cache
     grows by a row each, share one program per bound instead of compiling one per length."""
     model = tiny_llama()
-    generate_three_prompts(copy.deepcopy(model).to("tpu"), model)
+    generate_three_prompts(copy.deepcopy(model).to("tpu"), model, marked)
 
 
-def test_dynamic_cache_generate_under_torch_compile():
+@pytest.mark.parametrize("marked", [False, True])
+def test_dynamic_cache_generate_under_torch_compile(marked):
     """The model's forward compiled with dynamic=True: Dynamo's graphs have symbolic lengths, and a
     cat along the growing cache is beyond the compiled path's bounded plan (torchtpu/_bounded.py),
     so they run through fused mode, whose bounded programs serve every length."""
@@ -104,6 +108,6 @@ def test_dynamic_cache_generate_under_torch_compile():
     tpu_model = copy.deepcopy(model).to("tpu")
     tpu_model.forward = torch.compile(tpu_model.forward, backend="tpu", dynamic=True)
     try:
-        generate_three_prompts(tpu_model, model)
+        generate_three_prompts(tpu_model, model, marked)
     finally:
         torch._dynamo.reset()
