@@ -3,6 +3,8 @@
 The same model and batches, in one run:
 - tpu fused eager with bounded programs (the default: one program per bound for the steps that
   differ only in length, csrc/eager/bounded.h);
+- tpu fused eager with bounded programs and the length marked (torchtpu.mark_dynamic, max 256:
+  the first length already runs bounded programs, all at the one bound 256);
 - tpu fused eager, each length its own programs (TORCHTPU_BOUNDED=0);
 - tpu torch.compile with the length marked dynamic up to 256 (one program per graph);
 - tpu torch.compile with Dynamo's automatic dynamic shapes (no mark: lengths bucket by powers of
@@ -61,7 +63,7 @@ def make_run(device: torch.device, mode: str) -> Callable[[torch.Tensor, torch.T
     model = PackedModel().to(device)
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
     fn: Callable[..., torch.Tensor] = model
-    if mode not in ("eager", "fused", "fused-bounded"):
+    if mode not in ("eager", "fused", "fused-bounded", "fused-marked"):
         fn = torch.compile(lambda i, lab: model(i, lab), backend="tpu")
 
     def step(ids: torch.Tensor, labels: torch.Tensor) -> float:
@@ -70,6 +72,8 @@ def make_run(device: torch.device, mode: str) -> Callable[[torch.Tensor, torch.T
             ids = F.pad(ids, (0, MAX_LEN - n))
             labels = F.pad(labels, (0, MAX_LEN - n), value=-100)
         ids, labels = ids.to(device), labels.to(device)
+        if mode == "fused-marked":
+            torchtpu.mark_dynamic(ids, 0, max=MAX_LEN)
         if mode == "marked":
             torch._dynamo.mark_dynamic(ids, 0, min=2, max=MAX_LEN)
             torch._dynamo.mark_dynamic(labels, 0, min=2, max=MAX_LEN)
@@ -96,6 +100,7 @@ def main() -> None:
     runs = [
         # Bounded first: the exact run's programs, once loaded, would be used instead.
         ("tpu fused eager, bounded programs", tpu, "fused-bounded"),
+        ("tpu fused eager, bounded programs, length marked (max 256)", tpu, "fused-marked"),
         ("tpu fused eager, programs per length", tpu, "fused"),
         ("tpu torch.compile, length marked dynamic (max 256)", tpu, "marked"),
         ("tpu torch.compile, automatic dynamic (no mark)", tpu, "auto"),
@@ -107,7 +112,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for name, device, mode in runs:
         torch._dynamo.reset()
-        torchtpu._C._set_bounded(mode == "fused-bounded")
+        torchtpu._C._set_bounded(mode in ("fused-bounded", "fused-marked"))
         step = make_run(device, mode)
         compiles = torchtpu.metrics()["compiles"]
         before = {id(g) for g in _dynamo.compiled_graphs()}
