@@ -239,6 +239,36 @@ ProcessGroupTPU::ProcessGroupTPU(int rank, int size, std::chrono::milliseconds t
   if (fuse_) InstallMeet();
 }
 
+ProcessGroupTPU::~ProcessGroupTPU() {
+  host_.reset();  // joins its threads when this held it last: no callback runs after
+  deferred_->Drain();
+}
+
+void Deferred::Keep(std::shared_ptr<void> p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  kept_.push_back(std::move(p));
+}
+
+void Deferred::Drain() {
+  std::vector<std::shared_ptr<void>> drop;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    drop.swap(kept_);
+  }
+}
+
+void ProcessGroupTPU::OnDone(const c10::intrusive_ptr<c10::ivalue::Future>& future,
+                             std::function<void(c10::ivalue::Future&)> fn) {
+  deferred_->Drain();  // on the caller's thread
+  auto held = std::make_shared<std::function<void(c10::ivalue::Future&)>>(std::move(fn));
+  // Moved into deferred_ once run: the callback itself then holds nothing when it is destroyed.
+  future->addCallback(
+      [held = std::move(held), deferred = deferred_](c10::ivalue::Future& f) mutable {
+        (*held)(f);
+        deferred->Keep(std::move(held));
+      });
+}
+
 void ProcessGroupTPU::startCoalescing() {
   coalescing_ = true;
   coalesced_.clear();
@@ -257,7 +287,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::endCoalescing() {
   // Complete once every member has; the first failure fails the whole.
   auto left = std::make_shared<std::atomic<size_t>>(works.size());
   for (auto& w : works) {
-    w->getFuture()->addCallback([all, left, w](c10::ivalue::Future& f) {
+    OnDone(w->getFuture(), [all, left, w](c10::ivalue::Future& f) {
       if (f.hasError()) {
         all->Fail(f.tryRetrieveErrorMessage());
       } else if (--*left == 0) {
@@ -388,7 +418,7 @@ c10::intrusive_ptr<TpuWork> ProcessGroupTPU::Host(c10d::OpType type, const std::
     }
     return work;
   }
-  future->addCallback([work, finish](c10::ivalue::Future& f) {
+  OnDone(future, [work, finish](c10::ivalue::Future& f) {
     if (f.hasError()) return work->Fail("tpu (host transport): " + f.tryRetrieveErrorMessage());
     try {
       work->Complete(finish());
@@ -894,7 +924,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::alltoall(std::vector<at::Tensor>
   std::vector<at::Tensor> outs = outputs;
   auto work = c10::make_intrusive<TpuWork>(rank_, c10d::OpType::ALLTOALL, "all_to_all", "", size_,
                                            timeout_);
-  inner->getFuture()->addCallback([work, outs, out, out_splits](c10::ivalue::Future& f) {
+  OnDone(inner->getFuture(), [work, outs, out, out_splits](c10::ivalue::Future& f) {
     if (f.hasError()) return work->Fail(f.tryRetrieveErrorMessage());
     int64_t at_elem = 0;
     for (size_t j = 0; j < outs.size(); ++j) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -51,6 +52,20 @@ class TpuWork : public c10d::Work {
   c10::intrusive_ptr<c10d::Work> source_work_;
 };
 
+// What a host backend's callbacks captured (works, the caller's tensors), kept once they ran
+// and dropped later on a caller's thread. Dropping a tensor that Python holds takes the GIL:
+// on a Gloo thread that would wait forever while the caller holding the GIL joins that thread,
+// as destroying the process group at exit does.
+class Deferred {
+ public:
+  void Keep(std::shared_ptr<void> p);
+  void Drain();
+
+ private:
+  std::mutex mu_;
+  std::vector<std::shared_ptr<void>> kept_;
+};
+
 class ProcessGroupTPU : public c10d::Backend {
  public:
   // `uid` is the same on every rank of the group and unique to it. `host` (Gloo over the same
@@ -61,6 +76,7 @@ class ProcessGroupTPU : public c10d::Backend {
   ProcessGroupTPU(int rank, int size, std::chrono::milliseconds timeout, std::string uid,
                   c10::intrusive_ptr<c10d::Backend> host, std::vector<int> device_ids = {},
                   bool fuse = false);
+  ~ProcessGroupTPU() override;
 
   const std::string getBackendName() const override { return "tpu"; }
   bool supportsCoalescing() const override { return true; }
@@ -148,6 +164,9 @@ class ProcessGroupTPU : public c10d::Backend {
                                    c10::intrusive_ptr<c10d::Work> host_work,
                                    std::function<std::vector<at::Tensor>()> finish);
   c10::intrusive_ptr<c10d::Work> Track(c10::intrusive_ptr<TpuWork> w);
+  // Runs `fn(f)` when `future` completes; what `fn` captured is dropped through deferred_.
+  void OnDone(const c10::intrusive_ptr<c10::ivalue::Future>& future,
+              std::function<void(c10::ivalue::Future&)> fn);
   lowering::CollectiveSpec Spec(lowering::Collective kind,
                                 const std::vector<at::Tensor>& operands) const;
   c10::intrusive_ptr<c10d::Work> AllToAllUneven(at::Tensor& output, const at::Tensor& input,
@@ -163,6 +182,7 @@ class ProcessGroupTPU : public c10d::Backend {
   std::map<std::pair<int, int>, uint64_t> p2p_seq_;  // (src, dst) -> messages so far
   bool coalescing_ = false;
   std::vector<c10::intrusive_ptr<TpuWork>> coalesced_;
+  std::shared_ptr<Deferred> deferred_ = std::make_shared<Deferred>();
 };
 
 }  // namespace tpu::dist

@@ -164,6 +164,27 @@ def torchrun_backend_strings() -> None:
     dist.destroy_process_group()
 
 
+def torchrun_destroy_after_collectives() -> None:
+    # Not a fault: a group destroyed right after its last collective, with nothing left holding
+    # the tensors but the collective's completion on a Gloo thread. Dropping them there would
+    # wait for the GIL that the destroying caller holds while it joins that thread: a hang
+    # that the test's timeout reports. Many groups make the narrow window likely to be hit.
+    dist.init_process_group("tpu")
+    rank = dist.get_rank()
+    device = torchtpu.get_device()
+    sums = []
+    for i in range(int(os.environ.get("GROUPS", "150"))):
+        group = dist.new_group(backend="tpu")
+        t = torch.full((64,), rank + i, dtype=torch.float32, device=device)
+        dist.all_reduce(t, group=group, async_op=True).wait()
+        sums.append(t.sum())
+        del t
+        dist.destroy_process_group(group)
+    assert [s.item() for s in sums] == [64.0 * (2 * i + 1) for i in range(len(sums))]
+    print(f"PASS torchrun_destroy_after_collectives rank {rank}", flush=True)
+    dist.destroy_process_group()
+
+
 if __name__ == "__main__":
     name = sys.argv[1]
     globals()[name]()

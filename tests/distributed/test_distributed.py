@@ -55,6 +55,15 @@ def test_backend_names_under_torchrun():
     assert "PASS torchrun_backend_strings rank 1" in out
 
 
+def test_groups_destroyed_right_after_their_collectives():
+    # A hang here is a collective's completion dropping the caller's tensors on a Gloo thread
+    # (it waits for the GIL) while the destroying caller, holding the GIL, joins that thread.
+    out = run(TORCHRUN + ["--nproc-per-node", "2", "faults.py", "torchrun_destroy_after_collectives"],
+              timeout=120)
+    assert "PASS torchrun_destroy_after_collectives rank 0" in out
+    assert "PASS torchrun_destroy_after_collectives rank 1" in out
+
+
 def losses(tmp_path, args: list[str], nproc: int = 0) -> list[float]:
     path = str(tmp_path / f"losses_{nproc}_{'_'.join(args)}.json")
     cmd = ["distributed_finetune.py", "--tiny", "--steps", "4", "--losses", path, "--plot", "",
