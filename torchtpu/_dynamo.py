@@ -147,6 +147,20 @@ def _split_host(
     return torch.fx.GraphModule(gm, host), torch.fx.GraphModule(gm, dev), sources
 
 
+def _hinted(example_inputs: Sequence[Any]) -> bool:
+    """Whether an input has a dim of a size marked dynamic (torchtpu.mark_dynamic) that Dynamo
+    traced as static: a prefill whose marked prompt reached the graph through a slice. Such a
+    graph runs op by op in fused mode, whose programs are bounded in that size, instead of being
+    captured for this one size."""
+    hints = set(_C._size_hints())
+    return bool(hints) and any(
+        type(d) is int and d in hints
+        for x in example_inputs
+        if isinstance(x, torch.Tensor)
+        for d in x.shape
+    )
+
+
 def _graph_device(example_inputs: Sequence[Any]) -> int | None:
     for x in example_inputs:
         if isinstance(x, torch.Tensor) and x.device.type == "tpu":
@@ -165,7 +179,11 @@ class CompiledGraph:
         self.device = _graph_device(example_inputs)
         # Symbolic sizes: one program per bound (see _bounded).
         self.bounded = _bounded.plan(gm) if self.device is not None else None
-        split = _split_host(gm) if self.device is not None and self.bounded is None else None
+        split = (
+            _split_host(gm)
+            if self.device is not None and self.bounded is None and not _hinted(example_inputs)
+            else None
+        )
         self.replayable = split is not None
         self.host, self.dev, self.sources = split if split is not None else (None, gm, [])
         self.programs: list[Any] = []

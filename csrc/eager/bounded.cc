@@ -134,6 +134,14 @@ void DropSizeHint(int64_t id) {
   all.hints.erase(id);
 }
 
+std::vector<int64_t> SizeHints() {
+  Families& all = AllFamilies();
+  std::lock_guard<std::mutex> lock(all.mu);
+  std::vector<int64_t> sizes;
+  for (const auto& [id, hint] : all.hints) sizes.push_back(hint.size);
+  return sizes;
+}
+
 rt::BufferPtr Repadded(const rt::Buffer& buf, const std::vector<int64_t>& real,
                        const std::vector<int64_t>& to, int device) {
   const size_t item = static_cast<size_t>(rt::ItemSize(buf.dtype()));

@@ -31,6 +31,8 @@ bool BoundedOn();
 // the least bound. Returns the hint's id for DropSizeHint.
 int64_t AddSizeHint(int64_t size, int64_t max);
 void DropSizeHint(int64_t id);
+// The sizes of the hints alive now.
+std::vector<int64_t> SizeHints();
 
 // (parameter, result) pairs: a result written into its parameter's buffer.
 using Donations = std::vector<std::pair<int64_t, int64_t>>;

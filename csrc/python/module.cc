@@ -127,6 +127,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_bounded", &eager::BoundedOn);
   m.def("_add_size_hint", &eager::AddSizeHint);
   m.def("_drop_size_hint", &eager::DropSizeHint);
+  m.def("_size_hints", &eager::SizeHints);
   m.def("_set_op_cache", &aten::SetOpCacheEnabled);
   m.def("_refuse_float64", &eager::RefuseFloat64);  // tests: behave as a TPU does
   m.def("_set_profiling", &eager::SetProfiling);

@@ -98,15 +98,18 @@ def test_dynamic_cache_generate_compiles_a_handful_with_bounded_programs(marked)
     generate_three_prompts(copy.deepcopy(model).to("tpu"), model, marked)
 
 
-@pytest.mark.parametrize("marked", [False, True])
-def test_dynamic_cache_generate_under_torch_compile(marked):
+@pytest.mark.parametrize("dynamic,marked", [(True, False), (True, True), (None, True)])
+def test_dynamic_cache_generate_under_torch_compile(dynamic, marked):
     """The model's forward compiled with dynamic=True: Dynamo's graphs have symbolic lengths, and a
     cat along the growing cache is beyond the compiled path's bounded plan (torchtpu/_bounded.py),
-    so they run through fused mode, whose bounded programs serve every length."""
+    so they run through fused mode, whose bounded programs serve every length. With automatic
+    dynamic shapes (dynamic=None) Dynamo's first graphs are static; with the prompt marked, those
+    that take a tensor of its length also run through fused mode instead of a capture each (the
+    unmarked case compiles 15 programs on its first call, and is not checked here)."""
     torch._dynamo.reset()
     model = tiny_llama()
     tpu_model = copy.deepcopy(model).to("tpu")
-    tpu_model.forward = torch.compile(tpu_model.forward, backend="tpu", dynamic=True)
+    tpu_model.forward = torch.compile(tpu_model.forward, backend="tpu", dynamic=dynamic)
     try:
         generate_three_prompts(tpu_model, model, marked)
     finally:
