@@ -202,6 +202,38 @@ def test_a_mark_that_matches_a_constant_stays_exact(device):
     assert runs >= 2 * 3  # the fitted programs serve the lengths after the second
 
 
+def test_an_unconfirmed_guess_ends_with_its_mark(device):
+    """A guess that only its one size ever ran (here it takes a weight's dim for the marked
+    length) stops padding that size once the marked tensor is gone: it runs exact from then on."""
+    torch.manual_seed(0)
+    w = torch.randn(9, 5)
+    on_w = w.to(device)
+    x = torch.randn(5, 9)
+    marked = x.to(device)
+    torchtpu.mark_dynamic(marked, 0)
+    runs = bounded_runs()
+    torch.testing.assert_close((marked @ on_w).tanh().cpu(), (x @ w).tanh())
+    assert bounded_runs() - runs == 1  # the guess
+    del marked
+    runs = bounded_runs()
+    for _ in range(3):
+        torch.testing.assert_close((x.to(device) @ on_w).tanh().cpu(), (x @ w).tanh())
+    assert bounded_runs() == runs
+
+
+def test_windows_at_the_end_of_a_fixed_buffer(device):
+    """A window whose length varies, read from a buffer of fixed length: its program reads a
+    window as wide as the bound, which must not move the start back to fit the buffer (XLA's
+    dynamic_slice clamps its start)."""
+    buf = torch.arange(1024.0)
+    on = buf.to(device)
+    runs = bounded_runs()
+    for n in [20, 24, 9, 30, 17, 12]:
+        torch.testing.assert_close((on[1024 - n :] * 2 + 1).cpu(), buf[1024 - n :] * 2 + 1)
+        torch.testing.assert_close((on[1000 : 1000 + n] - 3).cpu(), buf[1000 : 1000 + n] - 3)
+    assert bounded_runs() - runs >= 8
+
+
 def test_equal_scalars_do_not_split_a_family(device):
     """Equal Python numbers share one buffer; each use is still its own parameter, so a length
     whose two numbers happen to be equal runs the family's program too."""

@@ -151,7 +151,8 @@ def _hinted(example_inputs: Sequence[Any]) -> bool:
     """Whether an input has a dim of a size marked dynamic (torchtpu.mark_dynamic) that Dynamo
     traced as static: a prefill whose marked prompt reached the graph through a slice. Such a
     graph runs op by op in fused mode, whose programs are bounded in that size, instead of being
-    captured for this one size."""
+    captured for this one size, until a call finds no such dim (the mark is gone). A weight's dim
+    equal to the marked size counts too."""
     hints = set(_C._size_hints())
     return bool(hints) and any(
         type(d) is int and d in hints
@@ -179,17 +180,18 @@ class CompiledGraph:
         self.device = _graph_device(example_inputs)
         # Symbolic sizes: one program per bound (see _bounded).
         self.bounded = _bounded.plan(gm) if self.device is not None else None
-        split = (
-            _split_host(gm)
-            if self.device is not None and self.bounded is None and not _hinted(example_inputs)
-            else None
-        )
-        self.replayable = split is not None
-        self.host, self.dev, self.sources = split if split is not None else (None, gm, [])
+        # A static graph that takes a marked size runs op by op while the mark lives (_hinted).
+        self.hinted = self.device is not None and self.bounded is None and _hinted(example_inputs)
+        self._split(self.device is not None and self.bounded is None and not self.hinted)
         self.programs: list[Any] = []
         self.bounded_programs: dict[tuple[int, ...], list[Any]] = {}
         self.captures = 0
         self.replays = 0
+
+    def _split(self, capture: bool) -> None:
+        split = _split_host(self.gm) if capture else None
+        self.replayable = split is not None
+        self.host, self.dev, self.sources = split if split is not None else (None, self.gm, [])
 
     def __call__(self, *args: Any) -> Any:
         # Boxed (one list, which we may release early) or, behind Dynamo's wrappers, unboxed.
@@ -198,6 +200,9 @@ class CompiledGraph:
             args[0].clear()
         else:
             inputs = list(args)
+        if self.hinted and not _hinted(inputs):
+            self.hinted = False
+            self._split(True)
         if self.bounded is not None:
             return self._run_bounded(self.bounded, inputs)
         if not self.replayable:

@@ -240,7 +240,9 @@ ProcessGroupTPU::ProcessGroupTPU(int rank, int size, std::chrono::milliseconds t
 }
 
 ProcessGroupTPU::~ProcessGroupTPU() {
-  host_.reset();  // joins its threads when this held it last: no callback runs after
+  // Joins its threads, so no callback runs after: this group made its host backend and holds
+  // the only reference (torchtpu/distributed.py).
+  host_.reset();
   deferred_->Drain();
 }
 
@@ -264,7 +266,12 @@ void ProcessGroupTPU::OnDone(const c10::intrusive_ptr<c10::ivalue::Future>& futu
   // Moved into deferred_ once run: the callback itself then holds nothing when it is destroyed.
   future->addCallback(
       [held = std::move(held), deferred = deferred_](c10::ivalue::Future& f) mutable {
-        (*held)(f);
+        try {
+          (*held)(f);
+        } catch (...) {
+          deferred->Keep(std::move(held));
+          throw;
+        }
         deferred->Keep(std::move(held));
       });
 }

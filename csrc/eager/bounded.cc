@@ -28,10 +28,14 @@ struct Family {
   std::vector<int64_t> first;  // the sizes of its first member
   std::optional<ir::SizeFormula> formula;
   ir::Hash128 formula_hash;
-  bool refused = false;     // its members run exact programs
-  bool guessed = false;     // the formula came from a size hint and one member
-  int64_t least_bound = 0;  // a hint's max
+  bool refused = false;  // its members run exact programs
+  // The formula came from this size hint (its id) and one member; -1 once a second size fits
+  // it or the first two give it; kOrphan once its hint died unconfirmed.
+  int64_t guessed = -1;
+  int64_t least_bound = 0;  // a hint's max, while its guess or what confirms it holds
 };
+
+constexpr int64_t kOrphan = -2;
 
 struct SizeHint {
   int64_t size, max;
@@ -39,6 +43,7 @@ struct SizeHint {
 
 // How a part with a given exact key runs bounded: found again without building its graph.
 struct Member {
+  ir::Hash128 family;
   rt::ExecutablePtr exe;
   int32_t s = 0;
   std::vector<std::vector<int64_t>> real, capacity;  // per parameter
@@ -122,6 +127,7 @@ void SetBounded(bool on) {
 bool BoundedOn() { return Enabled().load(std::memory_order_relaxed); }
 
 int64_t AddSizeHint(int64_t size, int64_t max) {
+  if (size < 2) return -1;  // 0 and 1 say nothing about which dims vary
   Families& all = AllFamilies();
   std::lock_guard<std::mutex> lock(all.mu);
   all.hints.emplace(all.next_hint, SizeHint{size, max});
@@ -131,7 +137,18 @@ int64_t AddSizeHint(int64_t size, int64_t max) {
 void DropSizeHint(int64_t id) {
   Families& all = AllFamilies();
   std::lock_guard<std::mutex> lock(all.mu);
-  all.hints.erase(id);
+  if (all.hints.erase(id) == 0) return;
+  // Its guesses that no second size confirmed keep their formula for the next size, but their
+  // one size runs exact from now on: a size that never varies (a weight's dim equal to the
+  // hint) would otherwise run padded programs for good.
+  std::unordered_set<ir::Hash128, ir::Hash128Hasher> orphans;
+  for (auto& [shape, fam] : all.map) {
+    if (fam.guessed != id) continue;
+    fam.guessed = kOrphan;
+    orphans.insert(shape);
+  }
+  if (orphans.empty()) return;
+  std::erase_if(all.members, [&](const auto& m) { return orphans.count(m.second.family) != 0; });
 }
 
 std::vector<int64_t> SizeHints() {
@@ -207,26 +224,33 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
       fam.first = sizes;
       for (const auto& [id, hint] : all.hints) {
         if (fit(ir::GuessSizes(g, hint.size))) {
-          fam.guessed = true;
-          fam.least_bound = std::max(fam.least_bound, hint.max);
+          fam.guessed = id;
+          fam.least_bound = hint.max;
           break;
         }
       }
       if (!fam.formula) return exact();
-    } else if (!fam.formula || (fam.guessed && !ir::SymbolOf(*fam.formula, sizes))) {
+    } else if (!fam.formula || (fam.guessed != -1 && !ir::SymbolOf(*fam.formula, sizes))) {
       if (sizes == fam.first) return exact();
-      fam.guessed = false;
+      fam.guessed = -1;
+      fam.least_bound = 0;
       fam.refused = !fit(ir::FitSizes(fam.first, sizes));
       if (fam.refused) return exact();
     }
     s = ir::SymbolOf(*fam.formula, sizes);
     if (!s) return exact();
+    if (sizes != fam.first) {
+      fam.guessed = -1;  // a second size fits: the guess holds
+    } else if (fam.guessed == kOrphan) {
+      return exact();
+    }
     formula = *fam.formula;
     formula_hash = fam.formula_hash;
     least_bound = fam.least_bound;
   }
   const int64_t bound = std::max(ir::BoundFor(g, formula, *s), least_bound);
   try {
+    member.family = shape;
     member.s = static_cast<int32_t>(*s);
     for (ir::Value p : g.params) member.real.push_back(g.type(p).dims);
     member.capacity = ir::CapacityDims(g, formula, g.params, bound);
@@ -256,12 +280,13 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
     }
     return RunMember(member, params, device, ops);
   } catch (const rt::Error&) {
-    // XLA could not bound the family (an op without a padding rule): exact programs from now.
-    // A hint's guess gives way to the first two sizes seen instead.
+    // XLA could not compile or run the family's program (an op without a padding rule): exact
+    // programs from now. A hint's guess gives way to the first two sizes seen instead.
     std::lock_guard<std::mutex> lock(all.mu);
     Family& fam = all.map[shape];
-    fam.refused = !fam.guessed;
-    fam.guessed = false;
+    if (!fam.formula || fam.formula_hash != formula_hash) return exact();  // refit meanwhile
+    fam.refused = fam.guessed == -1;
+    fam.guessed = -1;
     fam.formula.reset();
     return exact();
   }

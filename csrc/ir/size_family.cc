@@ -234,8 +234,9 @@ std::optional<SizeFormula> GuessSizes(const Graph& g, int64_t size) {
       f.sizes.push_back(*c > 0 && *c % size == 0 ? Affine{*c / size, 0} : Affine{0, *c});
     }
   }
-  const auto first = std::find(f.sizes.begin(), f.sizes.end(), Affine{1, 0});
-  if (first == f.sizes.end()) return std::nullopt;
+  const auto dims_end = f.sizes.begin() + static_cast<ptrdiff_t>(f.dims);
+  const auto first = std::find(f.sizes.begin(), dims_end, Affine{1, 0});
+  if (first == dims_end) return std::nullopt;
   f.symbol = static_cast<size_t>(first - f.sizes.begin());
   return f;
 }
@@ -391,6 +392,25 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
     }
     Node copy{n.op, {}, {}, n.attrs, n.regions};
     for (Value o : n.operands) copy.operands.push_back(map[o]);
+    if (n.op == "stablehlo.dynamic_slice") {
+      // XLA moves a start back so that start + size fits the operand: a window wider than its
+      // real size near the end of a fixed operand (buf[1000:1024] at bound 32 of a 1024-long
+      // buf) would read the wrong entries. Room after the operand keeps every start in place.
+      const Value x = n.operands[0];
+      const Value r = n.results[0];
+      Dims lo(g.type(x).rank(), 0), hi(g.type(x).rank(), 0);
+      bool room = false;
+      for (size_t d = 0; d < lo.size(); ++d) {
+        const Affine& want = f.sizes[at[r] + d];
+        if (want.a > f.sizes[at[x] + d].a) {
+          hi[d] = want.At(bound);
+          room = true;
+        }
+      }
+      if (room) {
+        copy.operands[0] = Pad(b, copy.operands[0], Constant(b, 0, g.type(x).dtype), lo, hi);
+      }
+    }
     if (n.op == "stablehlo.reshape")
       copy.operands[0] = map[ReshapeSource(g, producer, n.operands[0])];
     for (Value r : n.results) {
