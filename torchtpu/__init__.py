@@ -194,9 +194,9 @@ def mark_dynamic(
 
     torch._dynamo.mark_dynamic(t, dim, min=min, max=max)
     for d in [dim] if isinstance(dim, int) else dim:
-        size = t.shape[d]
-        if size >= 2:  # as Dynamo, 0 and 1 stay static
-            weakref.finalize(t, _C._drop_size_hint, _C._add_size_hint(size, max or 0))
+        hint = _C._add_size_hint(t.shape[d], max or 0)  # -1: 0 and 1 stay static, as in Dynamo
+        if hint >= 0:
+            weakref.finalize(t, _C._drop_size_hint, hint)
 
 
 def platform() -> str:

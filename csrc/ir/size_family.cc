@@ -365,18 +365,19 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
     }
     return v;
   };
+  // v with zeros after its entries, `hi` along each dim (v itself when none).
+  auto PadAfter = [&](Value v, const Dims& hi) {
+    if (std::all_of(hi.begin(), hi.end(), [](int64_t h) { return h == 0; })) return v;
+    return Pad(b, v, Constant(b, 0, b.type(v).dtype), Dims(hi.size(), 0), hi);
+  };
   for (size_t k = 0; k < g.params.size(); ++k) {
     const Value p = g.params[k];
-    Value v = params[k];
-    Dims lo(g.type(p).rank(), 0), hi(g.type(p).rank(), 0);
-    bool grow = false;
+    Dims hi(g.type(p).rank(), 0);
     for (size_t i = at[p]; i < at[p + 1]; ++i) {
-      const int64_t d = static_cast<int64_t>(i - at[p]);
-      hi[d] = f.sizes[i].At(bound) - b.type(v).dims[d];
-      grow |= hi[d] != 0;
+      const auto d = static_cast<size_t>(i - at[p]);
+      hi[d] = f.sizes[i].At(bound) - b.type(params[k]).dims[d];
     }
-    if (grow) v = Pad(b, v, Constant(b, 0, g.type(p).dtype), lo, hi);
-    map[p] = Mark(v, p);
+    map[p] = Mark(PadAfter(params[k], hi), p);
   }
   size_t constant_site = at.back();  // whole constants follow the dims in Sizes(g)
   for (const Node& n : g.nodes) {
@@ -398,18 +399,12 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
       // buf) would read the wrong entries. Room after the operand keeps every start in place.
       const Value x = n.operands[0];
       const Value r = n.results[0];
-      Dims lo(g.type(x).rank(), 0), hi(g.type(x).rank(), 0);
-      bool room = false;
-      for (size_t d = 0; d < lo.size(); ++d) {
+      Dims hi(g.type(x).rank(), 0);
+      for (size_t d = 0; d < hi.size(); ++d) {
         const Affine& want = f.sizes[at[r] + d];
-        if (want.a > f.sizes[at[x] + d].a) {
-          hi[d] = want.At(bound);
-          room = true;
-        }
+        if (want.a > f.sizes[at[x] + d].a) hi[d] = want.At(bound);
       }
-      if (room) {
-        copy.operands[0] = Pad(b, copy.operands[0], Constant(b, 0, g.type(x).dtype), lo, hi);
-      }
+      copy.operands[0] = PadAfter(copy.operands[0], hi);
     }
     if (n.op == "stablehlo.reshape")
       copy.operands[0] = map[ReshapeSource(g, producer, n.operands[0])];
