@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <numeric>
 
+#include "runtime/inflight.h"
 #include "runtime/kv_callbacks.h"
 #include "runtime/pjrt_call.h"
 #include "runtime/plugin_log.h"
@@ -168,6 +169,68 @@ std::string CompileOptionsBytes(const std::vector<int>& device_ids) {
 
 namespace {
 std::atomic<bool> g_forked{false};
+
+// Calls `fn` on a runtime thread once `event` is ready or failed, then frees the event.
+void OnEvent(const PJRT_Api* api, PJRT_Event* event, std::function<void()> fn) {
+  struct Pending {
+    std::function<void()> fn;
+    const PJRT_Api* api;
+    PJRT_Event* event;
+  };
+  auto* pending = new Pending{std::move(fn), api, event};
+  Args<PJRT_Event_OnReady_Args> on;
+  on->event = event;
+  on->user_arg = pending;
+  on->callback = [](PJRT_Error* error, void* user) {
+    auto* p = static_cast<Pending*>(user);
+    if (error != nullptr) {
+      Args<PJRT_Error_Destroy_Args> destroy;
+      destroy->error = error;
+      p->api->PJRT_Error_Destroy(destroy.get());
+    }
+    p->fn();
+    // The event outlives its callback registration; free it here, after it fired.
+    Args<PJRT_Event_Destroy_Args> destroy_event;
+    destroy_event->event = p->event;
+    p->api->PJRT_Event_Destroy(destroy_event.get());
+    delete p;
+  };
+  PJRT_Error* err = api->PJRT_Event_OnReady(on.get());
+  if (err != nullptr) {
+    delete pending;
+    Args<PJRT_Event_Destroy_Args> destroy_event;
+    destroy_event->event = event;
+    api->PJRT_Event_Destroy(destroy_event.get());
+    ThrowIfError(api, err, "PJRT_Event_OnReady");
+  }
+}
+
+// Runs `args` (one execution over `devices`) within `limit`'s slots, when there is a limit: the
+// slot of each device is freed once its part of the execution completes.
+void ExecuteWithin(const PJRT_Api* api, const std::shared_ptr<InflightLimit>& limit,
+                   const std::vector<int>& devices, PJRT_LoadedExecutable_Execute_Args* args) {
+  if (limit == nullptr) {
+    ThrowIfError(api, api->PJRT_LoadedExecutable_Execute(args), "PJRT_LoadedExecutable_Execute");
+    return;
+  }
+  limit->Acquire(devices);
+  std::vector<PJRT_Event*> complete(devices.size(), nullptr);
+  args->device_complete_events = complete.data();
+  PJRT_Error* err = api->PJRT_LoadedExecutable_Execute(args);
+  if (err != nullptr) {
+    for (int d : devices) limit->Release(d);
+    ThrowIfError(api, err, "PJRT_LoadedExecutable_Execute");
+  }
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const int d = devices[i];
+    try {
+      if (complete[i] == nullptr) throw Error(2, "no completion event");
+      OnEvent(api, complete[i], [limit, d] { limit->Release(d); });
+    } catch (const Error&) {
+      limit->Release(d);  // the execution stands; only its slot is freed early
+    }
+  }
+}
 }  // namespace
 
 bool InForkedChild() { return g_forked.load(std::memory_order_relaxed); }
@@ -248,34 +311,7 @@ void Buffer::OnReady(std::function<void()> fn) const {
     if (!Donated()) throw;
     return fn();  // given to a later program: done with
   }
-  struct Pending {
-    std::function<void()> fn;
-    const PJRT_Api* api;
-    PJRT_Event* event;
-  };
-  auto* pending = new Pending{std::move(fn), api, args->event};
-  Args<PJRT_Event_OnReady_Args> on;
-  on->event = args->event;
-  on->user_arg = pending;
-  on->callback = [](PJRT_Error* error, void* user) {
-    auto* p = static_cast<Pending*>(user);
-    if (error != nullptr) {
-      Args<PJRT_Error_Destroy_Args> destroy;
-      destroy->error = error;
-      p->api->PJRT_Error_Destroy(destroy.get());
-    }
-    p->fn();
-    // The event outlives its callback registration; free it here, after it fired.
-    Args<PJRT_Event_Destroy_Args> destroy_event;
-    destroy_event->event = p->event;
-    p->api->PJRT_Event_Destroy(destroy_event.get());
-    delete p;
-  };
-  PJRT_Error* err = api->PJRT_Event_OnReady(on.get());
-  if (err != nullptr) {
-    delete pending;
-    ThrowIfError(api, err, "PJRT_Event_OnReady");
-  }
+  OnEvent(api, args->event, std::move(fn));
 }
 
 void Buffer::ToHost(void* dst, size_t nbytes) const {
@@ -402,6 +438,10 @@ Client::Client(const ClientOptions& options) : plugin_path_(options.plugin_path)
   all->client = client_;
   TPU_PJRT(api_, Client_Devices, all);
   global_device_count_ = static_cast<int>(all->num_devices);
+  // Replicated launches need it (inflight.h); fewer slots than XLA's 32 per device.
+  if (devices_.size() > 1) {
+    inflight_ = std::make_shared<InflightLimit>(static_cast<int>(devices_.size()), kInflightSlots);
+  }
 
   if (platform_name_ == "cpu") {
     memory_limit_ = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
@@ -430,6 +470,10 @@ void Client::Track(int device, int64_t delta, int count) {
   int64_t peak = c.peak.load();
   while (now > peak && !c.peak.compare_exchange_weak(peak, now)) {
   }
+}
+
+int Client::inflight(int device) const {
+  return inflight_ == nullptr ? -1 : inflight_->used(device);
 }
 
 MemoryStats Client::memory_stats(int device) const {
@@ -540,7 +584,7 @@ std::vector<BufferPtr> Client::Execute(const Executable& exe, const std::vector<
   args->num_args = in.size();
   args->output_lists = &out_list;
   args->execute_device = devices_.at(device);
-  TPU_PJRT(api_, LoadedExecutable_Execute, args);
+  ExecuteWithin(api_, inflight_, {device}, args.get());
 
   std::vector<BufferPtr> result;
   result.reserve(outs.size());
@@ -577,7 +621,7 @@ std::vector<std::vector<BufferPtr>> Client::ExecuteReplicated(
   args->num_devices = n;
   args->num_args = n == 0 ? 0 : in[0].size();
   args->output_lists = out_lists.data();
-  TPU_PJRT(api_, LoadedExecutable_Execute, args);
+  ExecuteWithin(api_, inflight_, devices, args.get());
 
   std::vector<std::vector<BufferPtr>> result(n);
   for (size_t i = 0; i < n; ++i) {

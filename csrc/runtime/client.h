@@ -34,6 +34,7 @@ class Error : public std::runtime_error {
 };
 
 class Client;
+class InflightLimit;
 
 // True in a process forked from one that had created a Client: the client (and every buffer
 // and executable of it) is unusable there, as CUDA's context is after fork.
@@ -192,6 +193,10 @@ class Client {
       const Executable& exe, const std::vector<std::vector<PJRT_Buffer*>>& args,
       const std::vector<int>& devices);
   MemoryStats memory_stats(int device) const;
+  // Slots of the in-flight limit a multi-device client keeps per device (inflight.h).
+  static constexpr int kInflightSlots = 16;
+  // Programs queued or running on `device` now; -1 where the client keeps no count (one device).
+  int inflight(int device) const;
   // Executables loaded in the client now (all devices).
   int64_t loaded_executables() const { return loaded_.load(); }
 
@@ -222,6 +227,9 @@ class Client {
   };
   std::atomic<int64_t> loaded_{0};
   std::unique_ptr<Counters[]> counters_;
+  // Programs queued or running per device, multi-device clients only (inflight.h); shared with
+  // the completion callbacks that free its slots.
+  std::shared_ptr<InflightLimit> inflight_;
   int64_t memory_limit_ = 0;
 };
 
