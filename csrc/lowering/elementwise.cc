@@ -308,7 +308,15 @@ void AddElementwiseRules(RuleMap& m) {
   m["aten::addcmul"] = +[](Ctx& c) { return AddcOp(c, "stablehlo.multiply"); };
   m["aten::asin"] = +[](Ctx& c) { return Un(c, "chlo.asin"); };
   m["aten::asinh"] = +[](Ctx& c) { return Un(c, "chlo.asinh"); };
-  m["aten::atan"] = +[](Ctx& c) { return Un(c, "chlo.atan"); };
+  // Real atan as atan2(x, |sign(x)|): equal to atan2(x, 1) wherever it matters (|sign(0)| = 0
+  // keeps atan(±0) = ±0; NaN stays NaN). XLA:CPU 0.11.2 turns atan2(x, 1) into its own atan,
+  // which is wrong from about 64 elements on an AVX2 machine; its atan2 is right.
+  m["aten::atan"] = +[](Ctx& c) -> V {
+    if (rt::IsComplex(c.out[0].dtype)) return Un(c, "chlo.atan");
+    Value x = InAsOut(c, "self");
+    Value one = ir::Unary(c.g, "stablehlo.abs", ir::Unary(c.g, "stablehlo.sign", x));
+    return {ir::Binary(c.g, "stablehlo.atan2", x, one)};
+  };
   m["aten::atan2"] = +[](Ctx& c) { return Bin(c, "stablehlo.atan2"); };
   m["aten::atanh"] = +[](Ctx& c) { return Un(c, "chlo.atanh"); };
   m["aten::bitwise_and"] = +[](Ctx& c) { return Bin(c, "stablehlo.and"); };
