@@ -135,6 +135,23 @@ ClientOptions GpuMemoryFromEnv(ClientOptions o) {
   return o;
 }
 
+// XLA:CPU's XNNPACK fusions are off for every program (a DebugOptions override; other plugins
+// ignore it), for two reasons:
+// - A fusion keeps its XNNPACK runtime, packed weights included, from one run to the next while
+//   its arguments keep their addresses. A buffer updated in place (donation) or a new value in
+//   freed memory at the same address was then read as the old one: the tied Llama's backward used
+//   the previous step's embedding weight, and training diverged from CPU in fused mode.
+// - In replicated programs a fusion tears down a thread pool that waits for work queued behind a
+//   replica blocked in a collective (the process then aborts).
+static void XnnpackOff(std::string& out) {
+  std::string off;         // OptionOverrideProto
+  VarintField(off, 2, 0);  // bool_field = false
+  std::string entry;       // env_option_overrides map entry
+  BytesField(entry, 1, "xla_cpu_use_xnnpack");
+  BytesField(entry, 2, off);
+  BytesField(out, 7, entry);
+}
+
 std::string CompileOptionsBytes(const std::vector<int>& device_ids) {
   std::string build;  // ExecutableBuildOptionsProto
   std::string out;    // CompileOptionsProto
@@ -143,6 +160,7 @@ std::string CompileOptionsBytes(const std::vector<int>& device_ids) {
     VarintField(build, 5, 1);  // num_partitions
     BytesField(out, 3, build);
     VarintField(out, 4, 1);  // compile_portable_executable
+    XnnpackOff(out);
     return out;
   }
   std::string computation;  // DeviceAssignmentProto.ComputationDevice
@@ -155,15 +173,7 @@ std::string CompileOptionsBytes(const std::vector<int>& device_ids) {
   VarintField(build, 5, 1);                  // num_partitions
   BytesField(build, 9, assignment);          // device_assignment
   BytesField(out, 3, build);
-  // XLA:CPU's XNNPACK fusions tear down a thread pool that waits for work queued behind a
-  // replica blocked in a collective (the process then aborts); replicated programs go without
-  // them (a DebugOptions override; other plugins ignore it).
-  std::string off;         // OptionOverrideProto
-  VarintField(off, 2, 0);  // bool_field = false
-  std::string entry;       // env_option_overrides map entry
-  BytesField(entry, 1, "xla_cpu_use_xnnpack");
-  BytesField(entry, 2, off);
-  BytesField(out, 7, entry);
+  XnnpackOff(out);
   return out;
 }
 

@@ -102,15 +102,17 @@ TEST(Collective, DescribeNamesEverything) {
 }
 
 TEST(Runtime, CompileOptionsEncodeTheAssignment) {
-  // {executable_build_options {num_replicas 1 num_partitions 1} compile_portable_executable}
-  EXPECT_EQ(rt::CompileOptionsBytes({}), std::string("\x1a\x04\x20\x01\x28\x01\x20\x01", 8));
+  // {executable_build_options {num_replicas 1 num_partitions 1} compile_portable_executable},
+  // then env_option_overrides {key "xla_cpu_use_xnnpack" value {bool_field false}}
+  const std::string xnnpack_off("\x3a\x19\x0a\x13xla_cpu_use_xnnpack\x12\x02\x10\x00", 27);
+  EXPECT_EQ(rt::CompileOptionsBytes({}),
+            std::string("\x1a\x04\x20\x01\x28\x01\x20\x01", 8) + xnnpack_off);
   std::string two = rt::CompileOptionsBytes({3, 5});
   // num_replicas 2, num_partitions 1, device_assignment {2, 1, [3, 5]}
   EXPECT_EQ(
       two.substr(0, 18),
       std::string("\x1a\x10\x20\x02\x28\x01\x4a\x0a\x08\x02\x10\x01\x1a\x04\x08\x03\x08\x05", 18));
-  // env_option_overrides {key "xla_cpu_use_xnnpack" value {bool_field false}}
-  EXPECT_EQ(two.substr(18), std::string("\x3a\x19\x0a\x13xla_cpu_use_xnnpack\x12\x02\x10\x00", 27));
+  EXPECT_EQ(two.substr(18), xnnpack_off);
 }
 
 }  // namespace
