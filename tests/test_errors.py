@@ -41,6 +41,50 @@ def test_matmul_inner_size_mismatch(device, survivor):
     raised_at(e, "BAD-LINE")
 
 
+_F, _D = torch.float32, torch.float64
+MIXED_PRODUCTS = {
+    "mm": (torch.mm, ((3, 4), _F), ((4, 4), _D)),
+    "mm_bf16": (torch.mm, ((3, 4), _F), ((4, 4), torch.bfloat16)),
+    "mm_int": (torch.mm, ((3, 4), torch.int64), ((4, 4), _F)),
+    "matmul": (torch.matmul, ((2, 3, 4), _F), ((4, 4), _D)),
+    "bmm": (torch.bmm, ((2, 3, 4), _F), ((2, 4, 4), _D)),
+    "mv": (torch.mv, ((3, 4), _F), ((4,), _D)),
+    "dot": (torch.dot, ((4,), _F), ((4,), _D)),
+    "vdot": (torch.vdot, ((4,), _F), ((4,), _D)),
+    "linear": (torch.nn.functional.linear, ((3, 4), _F), ((5, 4), _D)),
+    "einsum": (lambda a, b: torch.einsum("ij,jk->ik", a, b), ((3, 4), _F), ((4, 4), _D)),
+    "addmv": (
+        lambda a, b: torch.addmv(torch.ones(3, device=a.device), a, b),
+        ((3, 4), _F),
+        ((4,), _D),
+    ),
+    "baddbmm": (
+        lambda a, b: torch.baddbmm(torch.ones_like(a), a, b),
+        ((2, 3, 4), _F),
+        ((2, 4, 4), _D),
+    ),
+    "addbmm": (lambda a, b: torch.addbmm(a[0], a, b), ((2, 3, 4), _F), ((2, 4, 4), _D)),
+}
+
+
+@pytest.mark.parametrize("name", MIXED_PRODUCTS)
+def test_mixed_dtype_products_raise_as_on_cpu(device, survivor, name):
+    # XLA's dot would convert or promote; CPU's kernels refuse two dtypes, with these messages.
+    op, (sa, da), (sb, db) = MIXED_PRODUCTS[name]
+    make = lambda shape, dtype, dev: torch.ones(shape, dtype=dtype, device=dev)
+    with pytest.raises(RuntimeError) as cpu:
+        op(make(sa, da, "cpu"), make(sb, db, "cpu"))
+    a, b = make(sa, da, device), make(sb, db, device)
+    with pytest.raises(RuntimeError) as e:
+        op(a, b)  # BAD-LINE
+    assert str(e.value).splitlines()[0] == str(cpu.value).splitlines()[0]
+    if op.__name__ != "<lambda>":
+        raised_at(e, "BAD-LINE")
+    else:  # the user's line is the lambda's
+        frames = [f for f in traceback.extract_tb(e.tb) if f.filename == __file__]
+        assert frames[-1].name == "<lambda>" and "lambda a, b" in frames[-1].line
+
+
 def test_float_tensor_as_index(device, survivor):
     x = torch.ones(4, device=device)
     idx = torch.tensor([0.0, 1.0], device=device)

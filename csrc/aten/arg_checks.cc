@@ -72,6 +72,45 @@ void Multinomial(const Args& a) {
   TORCH_CHECK(a.Int("num_samples") > 0, "cannot sample n_sample <= 0 samples");
 }
 
+// Matrix products take one dtype (CPU's kernels raise; XLA would promote or convert silently).
+// Each message is the one CPU's kernel gives for that op.
+void Mm(const Args& a) {
+  const at::Tensor &self = a.Tensor("self"), &mat2 = a.Tensor("mat2");
+  TORCH_CHECK(self.dtype() == mat2.dtype(),
+              "expected m1 and m2 to have the same dtype, but got: ", self.dtype(),
+              " != ", mat2.dtype());
+}
+
+// bmm, mv, addmv, baddbmm: CPU's kernel checks each operand against the first (addmv: the matrix;
+// mv reaches it with a result of its vector's dtype).
+template <const char* kFirst, const char* kSecond, const char* kThird>
+void SameScalarType(const Args& a) {
+  const at::ScalarType first = a.Tensor(kFirst).scalar_type();
+  for (const char* name : {kSecond, kThird}) {
+    if (*name == '\0') continue;
+    const at::ScalarType other = a.Tensor(name).scalar_type();
+    TORCH_CHECK(other == first, "expected scalar type ", first, " but found ", other);
+  }
+}
+
+void Dot(const Args& a) {
+  const at::ScalarType self = a.Tensor("self").scalar_type();
+  const at::ScalarType other =
+      a.Tensor(a.Has("tensor") ? "tensor" : "other").scalar_type();  // vdot
+  TORCH_CHECK(self == other, "dot : expected both vectors to have same dtype, but found ", self,
+              " and ", other);
+}
+
+void Addbmm(const Args& a) {
+  const at::ScalarType b1 = a.Tensor("batch1").scalar_type(), b2 = a.Tensor("batch2").scalar_type();
+  const at::ScalarType self = a.Tensor("self").scalar_type();
+  TORCH_CHECK(b1 == b2, "self and mat2 must have the same dtype, but got ", b1, " and ", b2);
+  TORCH_CHECK(self == b1, "self and mat2 must have the same dtype, but got ", self, " and ", b1);
+}
+
+constexpr char kSelf[] = "self", kMat2[] = "mat2", kVec[] = "vec", kMat[] = "mat",
+               kBatch1[] = "batch1", kBatch2[] = "batch2", kNone[] = "";
+
 }  // namespace
 
 ArgumentCheck FindArgumentCheck(const std::string& name) {
@@ -82,6 +121,17 @@ ArgumentCheck FindArgumentCheck(const std::string& name) {
       {"aten::masked_scatter", &Run<MaskedScatter>},
       {"aten::masked_scatter_", &Run<MaskedScatter>},
       {"aten::multinomial", &Run<Multinomial>},
+      {"aten::mm", &Run<Mm>},
+      {"aten::dot", &Run<Dot>},
+      {"aten::vdot", &Run<Dot>},
+      {"aten::bmm", &Run<SameScalarType<kSelf, kMat2, kNone>>},
+      {"aten::mv", &Run<SameScalarType<kSelf, kVec, kNone>>},
+      {"aten::addmv", &Run<SameScalarType<kMat, kVec, kSelf>>},
+      {"aten::addmv_", &Run<SameScalarType<kMat, kVec, kSelf>>},
+      {"aten::baddbmm", &Run<SameScalarType<kSelf, kBatch1, kBatch2>>},
+      {"aten::baddbmm_", &Run<SameScalarType<kSelf, kBatch1, kBatch2>>},
+      {"aten::addbmm", &Run<Addbmm>},
+      {"aten::addbmm_", &Run<Addbmm>},
   };
   auto it = checks->find(name);
   return it == checks->end() ? nullptr : it->second;
