@@ -24,8 +24,16 @@ constexpr size_t kHistory = 16384;  // loops up to half of this are detected
 constexpr size_t kInterned = 4096;  // op graphs shared by structure (a training step has ~1000)
 // Smaller buffers are not donated. On XLA:CPU, donating the Llama step's many small buffers made it
 // about 9% slower, while a loop of in-place updates of 16 MiB ran twice as fast (no fresh pages to
-// fault in). 0-d values are also shared by the scalar cache, whose weak references revive them.
-constexpr int64_t kMinDonatedBytes = 1 << 20;
+// fault in). TORCHTPU_DONATE_MIN_BYTES sets it, so the tests can donate every buffer. 0-d values
+// are never donated: the scalar cache shares them, and its weak references revive them.
+int64_t MinDonatedBytes() {
+  static const int64_t n = [] {
+    const char* v = std::getenv("TORCHTPU_DONATE_MIN_BYTES");
+    return v != nullptr && *v != '\0' ? std::max<int64_t>(1, std::strtoll(v, nullptr, 10))
+                                      : int64_t{1} << 20;
+  }();
+  return n;
+}
 
 std::atomic<bool>& Donating() {
   static std::atomic<bool> on = [] {
@@ -641,7 +649,7 @@ std::vector<std::pair<int64_t, int64_t>> Trace::Donations(const Taken& t,
   std::vector<size_t> candidates;
   for (size_t p = 0; p < params.size(); ++p) {
     if (param_src[p] >= 0 && params[p].use_count() == 2 &&
-        params[p]->nbytes() >= kMinDonatedBytes) {
+        params[p]->nbytes() >= MinDonatedBytes() && !params[p]->dims().empty()) {
       candidates.push_back(p);
     }
   }
