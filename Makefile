@@ -80,6 +80,9 @@ test: build $(VENV)/.newer-plugin
 	@echo "== Python tests (pytest), fused mode, newer XLA:CPU plugin ($(NEWER_PLUGIN_PKG)): every 20th test of each file =="
 	TORCHTPU_MODE=fused TORCHTPU_PJRT_PLUGIN=$(NEWER_PLUGIN) TORCHTPU_TEST_SHARD=0/20 \
 	  $(PYTEST) tests -m "not pytorch_suite"
+	@echo "== Model tests, fused mode, thresholds at their most aggressive (donate every buffer, cut every 16 ops) =="
+	TORCHTPU_MODE=fused TORCHTPU_DONATE_MIN_BYTES=1 TORCHTPU_FUSED_MAX_OPS=16 \
+	  $(PYTEST) tests/test_models.py tests/test_donation.py
 
 demo: build
 	$(BIN)/python examples/finetune_llama.py
