@@ -83,11 +83,10 @@ void Mm(const Args& a) {
 
 // bmm, mv, addmv, baddbmm: CPU's kernel checks each operand against the first (addmv: the matrix;
 // mv reaches it with a result of its vector's dtype).
-template <const char* kFirst, const char* kSecond, const char* kThird>
+template <const char* kFirst, const char*... kOthers>
 void SameScalarType(const Args& a) {
   const at::ScalarType first = a.Tensor(kFirst).scalar_type();
-  for (const char* name : {kSecond, kThird}) {
-    if (*name == '\0') continue;
+  for (const char* name : {kOthers...}) {
     const at::ScalarType other = a.Tensor(name).scalar_type();
     TORCH_CHECK(other == first, "expected scalar type ", first, " but found ", other);
   }
@@ -109,7 +108,7 @@ void Addbmm(const Args& a) {
 }
 
 constexpr char kSelf[] = "self", kMat2[] = "mat2", kVec[] = "vec", kMat[] = "mat",
-               kBatch1[] = "batch1", kBatch2[] = "batch2", kNone[] = "";
+               kBatch1[] = "batch1", kBatch2[] = "batch2";
 
 }  // namespace
 
@@ -124,8 +123,8 @@ ArgumentCheck FindArgumentCheck(const std::string& name) {
       {"aten::mm", &Run<Mm>},
       {"aten::dot", &Run<Dot>},
       {"aten::vdot", &Run<Dot>},
-      {"aten::bmm", &Run<SameScalarType<kSelf, kMat2, kNone>>},
-      {"aten::mv", &Run<SameScalarType<kSelf, kVec, kNone>>},
+      {"aten::bmm", &Run<SameScalarType<kSelf, kMat2>>},
+      {"aten::mv", &Run<SameScalarType<kSelf, kVec>>},
       {"aten::addmv", &Run<SameScalarType<kMat, kVec, kSelf>>},
       {"aten::addmv_", &Run<SameScalarType<kMat, kVec, kSelf>>},
       {"aten::baddbmm", &Run<SameScalarType<kSelf, kBatch1, kBatch2>>},
