@@ -56,6 +56,39 @@ def test_a_buffer_another_tensor_holds_is_not_donated(fused):
     assert donated() - before == 1
 
 
+def test_an_update_that_ends_a_program_is_donated(fused):
+    """A program cut after an in-place update runs once the update's caller has let go of the
+    value it overwrote: run while the caller held it, the buffer looked held and was kept."""
+    x = torch.zeros(N, device=fused)
+    torch.tpu.synchronize()
+    old = torchtpu._C._fused_max_ops()
+    torchtpu._C._set_fused_max_ops(1)  # every op is a program of its own
+    try:
+        before = donated()
+        for _ in range(3):
+            x.add_(1)
+        assert x[-1].item() == 3.0
+        assert donated() - before == 3
+    finally:
+        torchtpu._C._set_fused_max_ops(old)
+
+
+def test_a_padded_buffer_is_donated_to_its_bounded_program(fused):
+    """Once sizes form a family, values live in padded buffers; the family's program updates one
+    in place (parameter and result have one capacity), and the padding never shows."""
+    runs = []
+    for k in range(1, 5):
+        d = torch.full((N + 100 * k,), 2.0, device=fused)
+        torch.tpu.synchronize()
+        before, bounded = donated(), torchtpu.metrics()["bounded_runs"]
+        d.mul_(3)
+        assert d.sum().item() == 6.0 * d.numel() and d.shape == (N + 100 * k,)
+        runs.append((donated() - before, torchtpu.metrics()["bounded_runs"] - bounded))
+    # From the second size on, `full` and `mul_` run as their families' programs: each update
+    # was in place, on a padded buffer (an exact program could not have taken it).
+    assert all(n == 1 and b > 0 for n, b in runs[1:]), runs
+
+
 def test_events_recorded_before_a_donation_still_complete(fused):
     x = torch.ones(N, device=fused)
     x.mul_(3)
@@ -73,6 +106,10 @@ def test_events_recorded_before_a_donation_still_complete(fused):
 def test_adamw_gives_the_same_bits_with_and_without_donation(fused):
     def train(donate: bool) -> tuple[torch.Tensor, int]:
         torchtpu._C._set_donation(donate)
+        torch.tpu.synchronize()
+        # Where a program ends depends on the loops seen so far, and XLA may round a value
+        # differently in another program: setting the limit starts both runs from the same state.
+        torchtpu._C._set_fused_max_ops(torchtpu._C._fused_max_ops())
         try:
             torch.manual_seed(0)
             model = torch.nn.Linear(512, 1024).to(fused)

@@ -83,7 +83,15 @@ void SetMeet(MeetFn meet) {
 
 void SetDonation(bool on) { Donating().store(on, std::memory_order_relaxed); }
 
-void Trace::SetMaxOps(size_t n) { g_max_ops.store(n); }
+namespace {
+// Loops found under the old limit were cut into spans of it: every trace looks for them anew.
+std::atomic<uint64_t> g_limit_epoch{0};
+}  // namespace
+
+void Trace::SetMaxOps(size_t n) {
+  g_max_ops.store(n);
+  g_limit_epoch.fetch_add(1);
+}
 
 size_t Trace::MaxOps() {
   size_t n = g_max_ops.load();
@@ -140,6 +148,14 @@ std::vector<LazyPtr> Trace::Record(std::shared_ptr<const ir::Graph> g, const ir:
   std::thread::id self = std::this_thread::get_id();
   if (self != recorder_ && !ops_.empty()) FlushLocked();
   recorder_ = self;
+  // A cut falls due with the op before: it runs now, when that op's caller no longer holds the
+  // values it read (a buffer it overwrote can be given away).
+  if (cut_due_) FlushLocked();
+  if (uint64_t e = g_limit_epoch.load(std::memory_order_relaxed); e != limit_epoch_) {
+    limit_epoch_ = e;
+    history_.clear();
+    period_ = phase_ = 0;
+  }
   // A collective of another group than those held: the ranks that meet differ, so what is
   // held runs first (each rank cuts at the same op).
   if (collective != nullptr) {
@@ -203,7 +219,7 @@ std::vector<LazyPtr> Trace::Record(std::shared_ptr<const ir::Graph> g, const ir:
     cut = true;
     if (period_ == 0) DetectPeriod();
   }
-  if (cut) FlushLocked();
+  cut_due_ = cut;
   return outs;
 }
 
@@ -393,6 +409,7 @@ std::optional<Trace::Program> Trace::EndCapture(const std::vector<LazyPtr>& resu
 }
 
 void Trace::FlushLocked(const Lazy* wanted) {
+  cut_due_ = false;
   if (ops_.empty()) return;
   struct Timed {  // host time of the flush, however it ends
     int64_t start = NowNs();
@@ -528,7 +545,7 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
   }
   // A capture's program runs again on the caller's buffers: it must not consume them.
   std::vector<std::pair<int64_t, int64_t>> donations =
-      program == nullptr ? Donations(t, part, which, params, param_src, outputs)
+      program == nullptr ? Donations(t, part, which, params, logical, param_src, outputs)
                          : std::vector<std::pair<int64_t, int64_t>>{};
   for (const auto& [param, result] : donations) {
     key.Mix(static_cast<uint64_t>(param) << 32 | static_cast<uint64_t>(result));
@@ -599,6 +616,12 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
       bounded = RunBounded({key.a, key.b}, typed_graph, params, &donations, device_,
                            static_cast<int64_t>(idx.size()));
     }
+    if (!bounded) {
+      // An exact program takes a padded buffer whole, and returns the smaller value: not its type.
+      std::erase_if(donations, [&](const auto& d) {
+        return params[d.first]->dims() != logical[d.first].dims;
+      });
+    }
     if (bounded) {
       outs = std::move(*bounded);
     } else if (collectives.empty()) {
@@ -639,6 +662,7 @@ std::optional<OpError> Trace::RunPart(Taken& t, const std::vector<char>& part, c
 std::vector<std::pair<int64_t, int64_t>> Trace::Donations(const Taken& t,
                                                           const std::vector<char>& part, char which,
                                                           const std::vector<rt::BufferPtr>& params,
+                                                          const std::vector<ir::Type>& logical,
                                                           const std::vector<int64_t>& param_src,
                                                           const std::vector<uint32_t>& outputs) {
   std::vector<std::pair<int64_t, int64_t>> donations;
@@ -664,7 +688,6 @@ std::vector<std::pair<int64_t, int64_t>> Trace::Donations(const Taken& t,
   std::vector<char> taken(outputs.size(), 0);
   std::vector<char> derived(t.live.size());
   for (size_t p : candidates) {
-    const rt::BufferPtr& b = params[p];
     if (elsewhere[param_src[p]]) continue;
     // The output must be computed from the buffer (the update that replaced it): given to an
     // unrelated output, XLA would have to copy the buffer before its last read.
@@ -683,7 +706,7 @@ std::vector<std::pair<int64_t, int64_t>> Trace::Donations(const Taken& t,
       // and copies it over, which made a 64 MB all_reduce about 20% slower than a fresh buffer.
       if (op.collective != nullptr) continue;
       const ir::Type& type = op.g->type(op.g->results[outputs[o] - op.first_value]);
-      if (!taken[o] && derived[outputs[o]] && type.dtype == b->dtype() && type.dims == b->dims()) {
+      if (!taken[o] && derived[outputs[o]] && type == logical[p]) {
         taken[o] = 1;
         donations.emplace_back(p, o);
         break;

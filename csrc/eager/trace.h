@@ -103,7 +103,8 @@ class Trace {
            capture_thread_.load(std::memory_order_relaxed) == std::this_thread::get_id();
   }
 
-  // The size limit (ops per program); 0 restores the default.
+  // The size limit (ops per program); 0 restores the default. Setting it, even to its value,
+  // restarts every trace's loop detection, so the cuts that follow do not depend on the past.
   static void SetMaxOps(size_t n);
   static size_t MaxOps();
 
@@ -144,11 +145,12 @@ class Trace {
                                  std::vector<uint32_t>* program_outputs = nullptr);
   // The {parameter, output} pairs of a part's program whose output may reuse the parameter's
   // buffer: buffers that nothing outside the trace holds any more (in-place updates), given to
-  // an output of the same type. Off with TORCHTPU_DONATE=0.
+  // an output of the type of the value the buffer holds (`logical`: a padded buffer holds a
+  // smaller value, and only a bounded program can give it away). Off with TORCHTPU_DONATE=0.
   static std::vector<std::pair<int64_t, int64_t>> Donations(
       const Taken& t, const std::vector<char>& part, char which,
-      const std::vector<rt::BufferPtr>& params, const std::vector<int64_t>& param_src,
-      const std::vector<uint32_t>& outputs);
+      const std::vector<rt::BufferPtr>& params, const std::vector<ir::Type>& logical,
+      const std::vector<int64_t>& param_src, const std::vector<uint32_t>& outputs);
   // Runs a part op by op after its program failed: every value that does not depend on the
   // failing op is computed; returns the first failure, naming the op and where it was recorded.
   // Each collective meets the other ranks on its own, or fails with `met` (its meeting failed).
@@ -183,6 +185,8 @@ class Trace {
   size_t period_ = 0;             // detected loop length in ops (0: none)
   size_t span_ = 0;               // cut length: period_, or the largest multiple of it <= max ops
   size_t phase_ = 0;              // ops since the last loop boundary
+  bool cut_due_ = false;          // the last op ended a program: the next Record runs it first
+  uint64_t limit_epoch_ = 0;      // SetMaxOps calls seen: each one starts loop detection over
 };
 
 Trace& TraceOf(int device);
