@@ -67,6 +67,15 @@ py-test: build
 	TORCHTPU_MODE=fused $(PYTEST) tests
 	TORCHTPU_MODE=strict $(PYTEST) tests -m "not pytorch_suite"
 
+# Each size or count that switches a code path, at its most aggressive value: donate every
+# buffer, cut programs every 16 ops, detect only short loops, keep one entry in every cache and
+# table (interned graphs, bounded programs, scalars, op recipes, loaded programs), the tightest
+# bounds that widen the most, poll check flags at every op, one in-flight program per device.
+AGGRESSIVE = TORCHTPU_DONATE_MIN_BYTES=1 TORCHTPU_FUSED_MAX_OPS=16 TORCHTPU_LOOP_HISTORY=32 \
+  TORCHTPU_INTERNED_GRAPHS=1 TORCHTPU_BOUNDED_MEMBERS=1 TORCHTPU_KEPT_SCALARS=1 \
+  TORCHTPU_SCALAR_PRUNE_AT=1 TORCHTPU_OP_CACHE_RECIPES=1 TORCHTPU_MAX_LOADED_PROGRAMS=2 \
+  TORCHTPU_MIN_BOUND=1 TORCHTPU_WIDE_BOUND=1024 TORCHTPU_CHECK_POLL_AT=1 TORCHTPU_INFLIGHT_SLOTS=1
+
 # The suite runs once, split between the two modes that run programs differently: even-numbered
 # tests of each file in fused mode (the default; with PyTorch's distributed suite), odd-numbered
 # ones in strict mode. Then every 20th test of each file on the second plugin.
@@ -80,9 +89,9 @@ test: build $(VENV)/.newer-plugin
 	@echo "== Python tests (pytest), fused mode, newer XLA:CPU plugin ($(NEWER_PLUGIN_PKG)): every 20th test of each file =="
 	TORCHTPU_MODE=fused TORCHTPU_PJRT_PLUGIN=$(NEWER_PLUGIN) TORCHTPU_TEST_SHARD=0/20 \
 	  $(PYTEST) tests -m "not pytorch_suite"
-	@echo "== Model tests, fused mode, thresholds at their most aggressive (donate every buffer, cut every 16 ops) =="
-	TORCHTPU_MODE=fused TORCHTPU_DONATE_MIN_BYTES=1 TORCHTPU_FUSED_MAX_OPS=16 \
-	  $(PYTEST) tests/test_models.py tests/test_donation.py
+	@echo "== Model tests, fused mode, every threshold at its most aggressive (README: Environment variables) =="
+	TORCHTPU_MODE=fused $(AGGRESSIVE) $(PYTEST) tests/test_models.py tests/test_donation.py \
+	  tests/models/test_hf_models.py
 
 demo: build
 	$(BIN)/python examples/finetune_llama.py

@@ -10,12 +10,14 @@
 #include "eager/checks.h"
 #include "eager/executor.h"
 #include "eager/trace.h"
+#include "runtime/env.h"
 
 namespace tpu::aten {
 
 namespace {
 
-constexpr size_t kMaxRecipes = 8192;  // a training step makes about a thousand
+// A training step makes about a thousand.
+const size_t kMaxRecipes = rt::EnvCount("TORCHTPU_OP_CACHE_RECIPES", 8192);
 
 struct Key {
   std::string out;

@@ -11,6 +11,7 @@
 
 #include "eager/executor.h"
 #include "ir/size_family.h"
+#include "runtime/env.h"
 
 namespace tpu::eager {
 
@@ -99,7 +100,7 @@ void CopyCorner(const char* src, const std::vector<int64_t>& from, char* dst,
   }
 }
 
-constexpr size_t kMaxMembers = 4096;
+const size_t kMaxMembers = rt::EnvCount("TORCHTPU_BOUNDED_MEMBERS", 4096);
 
 std::vector<rt::BufferPtr> RunMember(const Member& m, const std::vector<rt::BufferPtr>& params,
                                      int device, int64_t ops) {

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "runtime/env.h"
+
 namespace tpu::eager {
 
 namespace {
@@ -34,7 +36,7 @@ Device& Of(int device) {
 
 // A training loop that never reads would keep a flag per step: past this many, the computed
 // ones are looked at when the next is kept (a failure found then waits for the next read).
-constexpr size_t kPollAt = 256;
+const size_t kPollAt = rt::EnvCount("TORCHTPU_CHECK_POLL_AT", 256);
 
 void ReadFlag(const rt::BufferPtr& buf, int64_t flag[2]) { buf->ToHost(flag, 2 * sizeof(int64_t)); }
 

@@ -14,6 +14,7 @@
 #include "eager/origin.h"
 #include "eager/profile.h"
 #include "eager/trace.h"
+#include "runtime/env.h"
 
 namespace tpu::eager {
 
@@ -226,11 +227,7 @@ rt::Client& Client() {
 
 namespace {
 size_t MaxLoadedPrograms() {
-  static const size_t n = [] {
-    const char* env = std::getenv("TORCHTPU_MAX_LOADED_PROGRAMS");
-    size_t v = env ? std::strtoull(env, nullptr, 10) : 0;
-    return v > 0 ? v : size_t{1000};
-  }();
+  static const size_t n = rt::EnvCount("TORCHTPU_MAX_LOADED_PROGRAMS", 1000);
   return n;
 }
 }  // namespace
@@ -420,7 +417,8 @@ OpError DescribeFailure(const rt::Error& e, const std::string& what) {
 // trace then always share a parameter, so a program's key depends on the values it reads and not
 // on what ran before (a decoding loop run twice reuses the first run's programs).
 LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
-  constexpr size_t kKeptScalars = 128, kMinPrune = 1024;
+  static const size_t kKeptScalars = rt::EnvCount("TORCHTPU_KEPT_SCALARS", 128);
+  static const size_t kMinPrune = rt::EnvCount("TORCHTPU_SCALAR_PRUNE_AT", 1024);
   struct Cache {
     std::mutex mu;
     std::list<std::pair<ScalarKey, LazyPtr>> lru;  // most recently used first

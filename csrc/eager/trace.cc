@@ -14,24 +14,23 @@
 #include "eager/executor.h"
 #include "eager/profile.h"
 #include "ir/builder.h"
+#include "runtime/env.h"
 
 namespace tpu::eager {
 
 namespace {
 
 constexpr size_t kDefaultMaxOps = 1000;
-constexpr size_t kHistory = 16384;  // loops up to half of this are detected
-constexpr size_t kInterned = 4096;  // op graphs shared by structure (a training step has ~1000)
+// Loops up to half of this many ops are detected.
+const size_t kHistory = rt::EnvCount("TORCHTPU_LOOP_HISTORY", 16384);
+// Op graphs shared by structure (a training step has ~1000).
+const size_t kInterned = rt::EnvCount("TORCHTPU_INTERNED_GRAPHS", 4096);
 // Smaller buffers are not donated. On XLA:CPU, donating the Llama step's many small buffers made it
 // about 9% slower, while a loop of in-place updates of 16 MiB ran twice as fast (no fresh pages to
 // fault in). TORCHTPU_DONATE_MIN_BYTES sets it, so the tests can donate every buffer. 0-d values
 // are never donated: the scalar cache shares them, and its weak references revive them.
 int64_t MinDonatedBytes() {
-  static const int64_t n = [] {
-    const char* v = std::getenv("TORCHTPU_DONATE_MIN_BYTES");
-    return v != nullptr && *v != '\0' ? std::max<int64_t>(1, std::strtoll(v, nullptr, 10))
-                                      : int64_t{1} << 20;
-  }();
+  static const int64_t n = rt::EnvCount("TORCHTPU_DONATE_MIN_BYTES", int64_t{1} << 20);
   return n;
 }
 
@@ -96,9 +95,7 @@ void Trace::SetMaxOps(size_t n) {
 size_t Trace::MaxOps() {
   size_t n = g_max_ops.load();
   if (n == 0) {
-    const char* env = std::getenv("TORCHTPU_FUSED_MAX_OPS");
-    n = env ? std::strtoull(env, nullptr, 10) : 0;
-    if (n == 0) n = kDefaultMaxOps;
+    n = rt::EnvCount("TORCHTPU_FUSED_MAX_OPS", kDefaultMaxOps);
     g_max_ops.store(n);
   }
   return n;

@@ -6,8 +6,18 @@
 #include <utility>
 
 #include "ir/builder.h"
+#include "runtime/env.h"
 
 namespace tpu::ir {
+
+int64_t MinBound() {
+  static const int64_t n = rt::EnvCount("TORCHTPU_MIN_BOUND", 16);
+  return n;
+}
+int64_t WideBound() {
+  static const int64_t n = rt::EnvCount("TORCHTPU_WIDE_BOUND", 128);
+  return n;
+}
 
 namespace {
 
@@ -266,7 +276,7 @@ int64_t BoundFor(const SizeFormula& f, int64_t s) {
     const Affine& a = f.sizes[i];
     if (a.a > 0 && a.b > 0) need = std::max(need, s + (a.b + a.a - 1) / a.a);
   }
-  int64_t bound = kMinBound;
+  int64_t bound = MinBound();
   while (bound < need) bound *= 2;
   return bound;
 }
@@ -284,7 +294,7 @@ int64_t BoundFor(const Graph& g, const SizeFormula& f, int64_t s) {
   };
   const double budget = 4 * elements(s) + (1 << 20);
   int64_t bound = BoundFor(f, s);
-  while (bound < kWideBound && elements(2 * bound) <= budget) bound *= 2;
+  while (bound < WideBound() && elements(2 * bound) <= budget) bound *= 2;
   return bound;
 }
 

@@ -45,14 +45,14 @@ std::optional<SizeFormula> GuessSizes(const Graph& g, int64_t size);
 // s for a program whose sizes are exactly the formula's at s, else nothing.
 std::optional<int64_t> SymbolOf(const SizeFormula& f, const std::vector<int64_t>& sizes);
 
-// The bound for s: the smallest power of two, at least kMinBound, whose capacity holds every
-// size at s (see Capacity).
-inline constexpr int64_t kMinBound = 16;
+// The bound for s: the smallest power of two, at least MinBound() (16, or TORCHTPU_MIN_BOUND),
+// whose capacity holds every size at s (see Capacity).
+int64_t MinBound();
 int64_t BoundFor(const SizeFormula& f, int64_t s);
-// The same, doubled up to kWideBound while g's values at the bound hold at most four times the
-// elements they hold at s (plus a MiB): small loops, whose weights dominate, share one wide
-// bound; programs dominated by sized values stay close to their size.
-inline constexpr int64_t kWideBound = 128;
+// The same, doubled up to WideBound() (128, or TORCHTPU_WIDE_BOUND) while g's values at the bound
+// hold at most four times the elements they hold at s (plus a MiB): small loops, whose weights
+// dominate, share one wide bound; programs dominated by sized values stay close to their size.
+int64_t WideBound();
 int64_t BoundFor(const Graph& g, const SizeFormula& f, int64_t s);
 // The room a size gets under bound P: a*P, less the constant when it is negative. Inputs and
 // outputs of the bounded program have this size, so the outputs of one step of a growing loop

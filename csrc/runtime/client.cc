@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <numeric>
 
+#include "runtime/env.h"
 #include "runtime/inflight.h"
 #include "runtime/kv_callbacks.h"
 #include "runtime/pjrt_call.h"
@@ -450,7 +451,7 @@ Client::Client(const ClientOptions& options) : plugin_path_(options.plugin_path)
   global_device_count_ = static_cast<int>(all->num_devices);
   // Replicated launches need it (inflight.h); fewer slots than XLA's 32 per device.
   if (devices_.size() > 1) {
-    inflight_ = std::make_shared<InflightLimit>(static_cast<int>(devices_.size()), kInflightSlots);
+    inflight_ = std::make_shared<InflightLimit>(static_cast<int>(devices_.size()), InflightSlots());
   }
 
   if (platform_name_ == "cpu") {
@@ -480,6 +481,11 @@ void Client::Track(int device, int64_t delta, int count) {
   int64_t peak = c.peak.load();
   while (now > peak && !c.peak.compare_exchange_weak(peak, now)) {
   }
+}
+
+int Client::InflightSlots() {
+  static const int n = static_cast<int>(EnvCount("TORCHTPU_INFLIGHT_SLOTS", 16));
+  return n;
 }
 
 int Client::inflight(int device) const {

@@ -193,8 +193,9 @@ class Client {
       const Executable& exe, const std::vector<std::vector<PJRT_Buffer*>>& args,
       const std::vector<int>& devices);
   MemoryStats memory_stats(int device) const;
-  // Slots of the in-flight limit a multi-device client keeps per device (inflight.h).
-  static constexpr int kInflightSlots = 16;
+  // Slots of the in-flight limit a multi-device client keeps per device (inflight.h): 16, or
+  // TORCHTPU_INFLIGHT_SLOTS.
+  static int InflightSlots();
   // Programs queued or running on `device` now; -1 where the client keeps no count (one device).
   int inflight(int device) const;
   // Executables loaded in the client now (all devices).

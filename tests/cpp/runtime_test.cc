@@ -44,7 +44,7 @@ TEST(InflightLimit, WaitsForASlotOnEveryDevice) {
 }
 
 // Programs queued behind a slow one: the caller waits for a slot once a device has
-// kInflightSlots programs queued or running, so XLA's own limit (32), which its pool threads wait
+// InflightSlots() programs queued or running, so XLA's own limit (32), which its pool threads wait
 // on in replicated launches, is never reached (inflight.h); the slots free as programs complete.
 TEST(Runtime, CallersWaitForAnInflightSlot) {
   Client& c = TestClient();
@@ -75,7 +75,7 @@ TEST(Runtime, CallersWaitForAnInflightSlot) {
     chain = c.Execute(*plus_one, {chain->raw()}, 1)[0];
     most = std::max(most, c.inflight(1));
   }
-  EXPECT_EQ(most, Client::kInflightSlots);
+  EXPECT_EQ(most, Client::InflightSlots());
   EXPECT_EQ(c.inflight(0), 0);
   std::vector<float> out(2);
   chain->ToHost(out.data(), sizeof(float) * 2);

@@ -36,9 +36,9 @@ TEST(FitSizes, EverySizeAsAMultipleOfTheFirstThatDiffers) {
 TEST(FitSizes, BoundsArePowersOfTwoThatHoldEverySize) {
   SizeFormula f = *FitSizes({5, 6}, {7, 8});  // s and s + 1
   f.dims = 2;
-  EXPECT_EQ(BoundFor(f, 5), kMinBound);
-  EXPECT_EQ(BoundFor(f, kMinBound - 1), kMinBound);
-  EXPECT_EQ(BoundFor(f, kMinBound), 2 * kMinBound);  // s + 1 would not fit
+  EXPECT_EQ(BoundFor(f, 5), MinBound());
+  EXPECT_EQ(BoundFor(f, MinBound() - 1), MinBound());
+  EXPECT_EQ(BoundFor(f, MinBound()), 2 * MinBound());  // s + 1 would not fit
   EXPECT_EQ(Capacity(f.sizes[1], 128), 128);
 }
 
@@ -46,11 +46,11 @@ TEST(FitSizes, WideBoundsOnlyWhileTheyCostLittle) {
   Graph small = Member(3, {}), big = Member(5, {});
   SizeFormula f = *FitSizes(Sizes(small), Sizes(big));
   f.dims = DimCount(small);
-  EXPECT_EQ(BoundFor(small, f, 5), kWideBound);  // a MiB of slack covers these few elements
+  EXPECT_EQ(BoundFor(small, f, 5), WideBound());  // a MiB of slack covers these few elements
   Graph wide;  // 2^18 elements per unit of s: the bound stays the smallest that holds s
   wide.Param({DType::kF32, {5, 1 << 18}});
   SizeFormula w{{{1, 0}, {0, 1 << 18}}, 0, 2};
-  EXPECT_EQ(BoundFor(wide, w, 5), kMinBound);
+  EXPECT_EQ(BoundFor(wide, w, 5), MinBound());
 }
 
 // x: [2, s, 4] and y: [2, 1, 4] -> (concat along 1, its sum over 1, `then` applied to it).
