@@ -99,8 +99,9 @@ def _register() -> None:
     if dist.is_available():
         distributed.register()
 
-    from . import _dlpack, _inductor, _multiprocessing
+    from . import _dlpack, _inductor, _multiprocessing, _optim_kernels
 
+    _optim_kernels.install()
     _inductor.install()
     _dlpack.install()
     _multiprocessing.install()
