@@ -12,6 +12,8 @@ Three transports, one backend; `transport(group)` says which one a group uses:
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import uuid
 from datetime import timedelta
@@ -96,6 +98,35 @@ def transport(group: dist.ProcessGroup | None = None) -> str:
 def register() -> None:
     if "TPU" not in dist.Backend._plugins:
         dist.Backend.register_backend("tpu", _create, extended_api=True, devices=["tpu"])
+    _default_to_gloo_and_tpu()
+
+
+# With no backend named, PyTorch 2.11 gives a process group only the accelerator's backend
+# (BackendConfig for "undefined"): with tpu the accelerator, CPU collectives and a CPU-only DDP
+# script would stop working once torchtpu is installed. init_process_group() then means
+# "cpu:gloo,tpu:tpu", as PyTorch's documentation describes the default (gloo and the
+# accelerator's backend); any backend the caller names is left as it is.
+DEFAULT_BACKEND = "cpu:gloo,tpu:tpu"
+
+
+def _default_to_gloo_and_tpu() -> None:
+    init = dist.distributed_c10d.init_process_group
+    if getattr(init, "_torchtpu_default", False):
+        return
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def init_process_group(*args: Any, **kwargs: Any) -> None:
+        bound = signature.bind_partial(*args, **kwargs)
+        device_id = bound.arguments.get("device_id")
+        on_tpu = device_id is None or torch.device(device_id).type == "tpu"
+        if bound.arguments.get("backend") is None and on_tpu and torch.tpu.is_available():
+            bound.arguments["backend"] = DEFAULT_BACKEND
+        return init(*bound.args, **bound.kwargs)
+
+    init_process_group._torchtpu_default = True  # type: ignore[attr-defined]
+    dist.distributed_c10d.init_process_group = init_process_group
+    dist.init_process_group = init_process_group
 
 
 def local_rank_device() -> torch.device | None:

@@ -134,11 +134,23 @@ def torchrun_mismatch() -> None:
 
 def torchrun_backend_strings() -> None:
     # Not a fault: the ways of naming the backend all reach it (tpu tensors). With no backend
-    # PyTorch maps only the accelerator (tpu), as it maps only cuda to NCCL; CPU tensors need
-    # "cpu:gloo,tpu:tpu".
+    # the default group is "cpu:gloo,tpu:tpu" (PyTorch alone would map only the accelerator):
+    # CPU collectives work too, and DDP builds on it with and without device_ids.
     dist.init_process_group()
+    assert dist.get_backend() == "cpu:gloo,tpu:tpu", dist.get_backend()
     rank = dist.get_rank()
     device = torchtpu.get_device()
+    c = torch.full((2,), rank + 1.0)
+    dist.all_reduce(c)
+    assert c.tolist() == [3.0, 3.0], c
+    for kw in ({}, {"device_ids": [device.index]}):
+        torch.manual_seed(rank)  # DDP broadcasts rank 0's weights
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2).to(device), **kw)
+        model(torch.full((3, 4), rank + 1.0, device=device)).sum().backward()
+        grads = [torch.zeros(2, 4, device=device) for _ in range(2)]
+        dist.all_gather(grads, model.module.weight.grad)
+        assert torch.equal(grads[0].cpu(), grads[1].cpu()), grads  # averaged over the ranks
+        assert torch.allclose(grads[0].cpu(), torch.full((2, 4), 3 * 1.5)), grads
     mixed = dist.new_group(backend="cpu:gloo,tpu:tpu")
     for group in (None, mixed, dist.new_group(backend="tpu")):
         t = torch.full((2,), rank + 1.0, device=device)

@@ -55,6 +55,15 @@ def test_backend_names_under_torchrun():
     assert "PASS torchrun_backend_strings rank 1" in out
 
 
+def test_a_cpu_only_ddp_script_runs_as_without_torchtpu():
+    cmd = TORCHRUN + ["--nproc-per-node", "2", "cpu_ddp.py"]
+    results = []
+    for autoload in ("1", "0"):
+        out = run(cmd, TORCH_DEVICE_BACKEND_AUTOLOAD=autoload)
+        results.append(sorted(line for line in out.splitlines() if line.startswith("RESULT")))
+    assert len(results[0]) == 2 and results[0] == results[1], results
+
+
 def test_groups_destroyed_right_after_their_collectives():
     # A hang here is a collective's completion dropping the caller's tensors on a Gloo thread
     # (it waits for the GIL) while the destroying caller, holding the GIL, joins that thread.
