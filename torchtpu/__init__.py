@@ -99,9 +99,10 @@ def _register() -> None:
     if dist.is_available():
         distributed.register()
 
-    from . import _dlpack, _inductor, _multiprocessing, _optim_kernels
+    from . import _accelerate, _dlpack, _inductor, _multiprocessing, _optim_kernels
 
     _optim_kernels.install()
+    _accelerate.install()
     _inductor.install()
     _dlpack.install()
     _multiprocessing.install()

@@ -38,3 +38,45 @@ def test_trainer_with_default_arguments_matches_cpu(tmp_path):
     for a, b in zip(tpu["sums"], cpu["sums"], strict=True):
         assert a == pytest.approx(b, rel=1e-5, abs=1e-4)
     assert os.path.exists(tmp_path / "tpu" / "model.safetensors")
+
+
+def torchrun(where: str, out: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    return subprocess.run(
+        [*cmd, SCRIPT, where, out], check=False, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_trainer_under_torchrun_on_tpu_raises_instead_of_training_one_model_per_rank(tmp_path):
+    """accelerate reports DistributedType.NO for tpu: each rank would train alone, silently."""
+    done = torchrun("tpu", str(tmp_path / "tpu"))
+    assert done.returncode != 0
+    assert "accelerate does not support distributed training on tpu devices yet" in done.stderr
+
+
+def test_trainer_under_torchrun_with_use_cpu_still_trains_one_model(tmp_path):
+    """The guard leaves accelerate's CPU path alone: MULTI_CPU, the ranks end equal."""
+    done = torchrun("cpu", str(tmp_path / "cpu"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"optim"')]
+    assert len(results) == 2 and results[0]["sums"] == results[1]["sums"]
+
+
+def test_an_accelerate_loop_matches_cpu(tmp_path):
+    script = os.path.join(os.path.dirname(__file__), "accelerate_script.py")
+    results = {}
+    for where in ("tpu", "cpu"):
+        done = subprocess.run(
+            [sys.executable, script, where, str(tmp_path / where)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        results[where] = json.loads(done.stdout.strip().splitlines()[-1])
+    tpu, cpu = results["tpu"], results["cpu"]
+    assert tpu["device"] in ("tpu", "tpu:0") and cpu["device"] == "cpu"
+    assert tpu["restored"] and cpu["restored"]
+    assert tpu["losses"] == pytest.approx(cpu["losses"], rel=1e-5)
+    assert tpu["sum"] == pytest.approx(cpu["sum"], rel=1e-5)
