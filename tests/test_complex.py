@@ -242,3 +242,34 @@ def test_eig_runs_lapack_on_the_host_and_differentiates_on_tpu():
     for inp, (w, v) in ((xc, torch.linalg.eig(xc)), (xt, (vt, vect))):
         (w.abs().sum() + v.abs().sum()).backward()
     same(xt.grad, xc.grad, 1e-4)
+
+
+@pytest.mark.parametrize("include_self", [False, True])
+def test_complex_scatter_reduce_matches_cpu_and_never_crashes(include_self):
+    """mean over complex values once killed the process: its count went through a complex
+    remainder, which XLA:CPU's emitter crashes on. amax/amin raise NotImplementedError, as CPU."""
+    g = torch.Generator().manual_seed(0)
+    src = torch.randn(1, 1, 5, dtype=torch.complex64, generator=g)
+    idx = torch.tensor([[[0, 2, 0, 1, 2]]])
+    for reduce in ("mean", "sum", "prod"):
+        want = torch.ones(3, 4, 5, dtype=torch.complex64).scatter_reduce_(
+            0, idx, src, reduce=reduce, include_self=include_self)
+        got = torch.ones(3, 4, 5, dtype=torch.complex64, device=DEV).scatter_reduce_(
+            0, idx.to(DEV), src.to(DEV), reduce=reduce, include_self=include_self)
+        same(got, want)
+    for reduce in ("amax", "amin"):
+        with pytest.raises(NotImplementedError):
+            torch.ones(3, 4, 5, dtype=torch.complex64).scatter_reduce_(0, idx, src, reduce=reduce)
+        with pytest.raises(NotImplementedError):
+            torch.ones(3, 4, 5, dtype=torch.complex64, device=DEV).scatter_reduce_(
+                0, idx.to(DEV), src.to(DEV), reduce=reduce)
+            torch.tpu.synchronize()
+
+
+def test_a_complex_remainder_raises_instead_of_crashing(z):
+    with pytest.raises(NotImplementedError):
+        torch.fmod(z, z.flip(0))
+    with pytest.raises(NotImplementedError):
+        torch.fmod(z.to(DEV), z.flip(0).to(DEV))
+        torch.tpu.synchronize()
+    same(z.to(DEV) * 2, z * 2)  # the process and its tensors are fine

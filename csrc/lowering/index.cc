@@ -78,6 +78,9 @@ V ScatterReduce(Ctx& c) {
   std::string reduce = c.Str("reduce", "sum");
   bool include_self = c.Bool("include_self", true);
   DType t = c.out[0].dtype;
+  if (rt::IsComplex(t) && (reduce == "amax" || reduce == "amin")) {
+    throw LoweringError(reduce + " is not defined for complex numbers (as on CPU)");
+  }
   Value x = Lift(c, Cast(c, c.In("self"), t));
   Value index = Lift(c, c.In("index"));
   int64_t rank = c.T(x).rank(), dim = ir::WrapDim(c.Int("dim"), rank);
@@ -97,9 +100,17 @@ V ScatterReduce(Ctx& c) {
   }
   Value r = put(x, src, reduce);
   if (reduce == "mean") {
-    Value count = put(Splat(c, include_self ? 1 : 0, c.T(x)), Splat(c, 1, c.T(src)), "sum");
+    // Counted in a real type (a complex mean divides by a real count).
+    const DType ct = rt::RealOf(t);
+    auto put_count = [&](Value base, Value upd) {
+      return ir::Scatter(c.g, base, coords, upd, AllDims(rank), 0, Combiner(ct, "sum"));
+    };
+    Value count = put_count(Splat(c, include_self ? 1 : 0, ir::WithDType(c.T(x), ct)),
+                            Splat(c, 1, ir::WithDType(c.T(src), ct)));
     count = ir::Binary(c.g, "stablehlo.maximum", count, Splat(c, 1, count));
-    r = rt::IsFloat(t) ? ir::Binary(c.g, "stablehlo.divide", r, count) : FloorDivide(c, r, count);
+    if (rt::IsComplex(t)) count = ir::Convert(c.g, count, t);
+    r = rt::IsFloat(t) || rt::IsComplex(t) ? ir::Binary(c.g, "stablehlo.divide", r, count)
+                                           : FloorDivide(c, r, count);
   }
   return {ir::Reshape(c.g, r, c.out[0].dims)};
 }
