@@ -204,3 +204,7 @@ def mark_dynamic(
 def platform() -> str:
     """The PJRT platform in use: 'cpu', 'cuda' or 'tpu'."""
     return _C.platform_name()
+
+from . import debug  # torchtpu.debug.shadow; TORCHTPU_SHADOW=1 turns it on here
+
+debug._from_env()

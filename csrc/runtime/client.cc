@@ -144,7 +144,9 @@ ClientOptions GpuMemoryFromEnv(ClientOptions o) {
 //   the previous step's embedding weight, and training diverged from CPU in fused mode.
 // - In replicated programs a fusion tears down a thread pool that waits for work queued behind a
 //   replica blocked in a collective (the process then aborts).
+// TORCHTPU_XLA_CPU_XNNPACK=1 keeps them, only to reproduce that bug (the shadow checker's test).
 static void XnnpackOff(std::string& out) {
+  if (EnvCount("TORCHTPU_XLA_CPU_XNNPACK", 0) == 1) return;
   std::string off;         // OptionOverrideProto
   VarintField(off, 2, 0);  // bool_field = false
   std::string entry;       // env_option_overrides map entry
