@@ -5,6 +5,7 @@ scalar cache keeps a bounded set). benchmarks/soak.py runs 1,000 steps."""
 
 import os
 import sys
+import time
 
 import torch
 
@@ -23,12 +24,24 @@ def llama_step(device: torch.device):
 
 
 def footprint() -> dict[str, int]:
+    """After a sync, read until two readings 50 ms apart agree: the runtime drops the buffers a
+    finished program held on its own threads, a moment after the sync returns."""
     torch.tpu.synchronize()
-    return {
-        "memory": torch.tpu.memory_allocated(),
-        "buffers": torch.tpu.memory_stats()["allocation.all.current"],
-        "programs": torchtpu.metrics()["loaded_programs"],
-    }
+
+    def read() -> dict[str, int]:
+        return {
+            "memory": torch.tpu.memory_allocated(),
+            "buffers": torch.tpu.memory_stats()["allocation.all.current"],
+            "programs": torchtpu.metrics()["loaded_programs"],
+        }
+
+    now = read()
+    for _ in range(20):
+        time.sleep(0.05)
+        now, before = read(), now
+        if now == before:
+            break
+    return now
 
 
 def test_training_loop_footprint_is_flat(device):
@@ -38,5 +51,11 @@ def test_training_loop_footprint_is_flat(device):
     losses += [step() for _ in range(30)]
     at_70 = footprint()
     losses += [step() for _ in range(30)]
-    assert footprint() == at_70
+    at_100 = footprint()
+    assert at_100["programs"] == at_70["programs"]
+    # A leak of one buffer a step is 30 buffers here. Once in many runs (make test's pass on
+    # the newer plugin, 2026-12-04) step 100 held 7 buffers (6 KiB) more than step 70; the
+    # scalar cache keeps values by their reuse, so a few may come and go between readings.
+    assert at_100["buffers"] - at_70["buffers"] <= 8, (at_70, at_100)
+    assert at_100["memory"] - at_70["memory"] <= 16 * 1024, (at_70, at_100)
     assert losses[-1] < losses[0]  # it trained
