@@ -125,3 +125,12 @@ def test_ldl_solve_follows_lapack_through_1x1_and_2x2_pivots():
         torch.testing.assert_close(torch.linalg.ldl_solve(ldt[0], pivt[0], bt).cpu(),
                                    torch.linalg.ldl_solve(ld[0], piv[0], b), atol=1e-10, rtol=1e-10)
     assert (piv < 0).any()  # the 2x2 path ran
+
+
+def test_nonzero_into_an_out_tensor_as_on_cpu():
+    x = torch.tensor([[0, 1, 3], [2, 0, 0]])
+    out = torch.empty(5, 5, dtype=torch.long, device=DEV)  # resized, as CPU resizes it
+    torch.nonzero(x.to(DEV), out=out)
+    assert torch.equal(out.cpu(), torch.nonzero(x))
+    with pytest.raises(RuntimeError, match="Expected out tensor to have scalar type Long"):
+        torch.nonzero(x.to(DEV), out=torch.empty(0, device=DEV))

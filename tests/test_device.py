@@ -356,3 +356,12 @@ print(torch.ones(2).sum().item())
     assert lines[0] == "False 0"  # import torch still works: no device, no crash
     assert lines[1].startswith("TORCHTPU_PLATFORM=tpu: no TPU found") and "libtpu" in lines[1]
     assert lines[2] == "2.0"
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16, torch.int32, torch.float32, torch.int64])
+def test_bool_storage_viewed_as_wider_dtypes_and_back(device, dtype):
+    """A bool is a byte in PyTorch (StableHLO's i1 has no byte to reinterpret)."""
+    x = torch.tensor([True, False, True, True, False, False, False, True])
+    assert torch.equal(x.to(device).view(dtype).cpu(), x.view(dtype))
+    y = torch.tensor([256, 1, 0, 7] * 2, dtype=torch.int16).view(dtype if dtype.itemsize >= 2 else torch.int16)
+    assert torch.equal(y.to(device).view(torch.bool).cpu(), y.view(torch.bool))

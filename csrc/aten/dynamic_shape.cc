@@ -105,6 +105,16 @@ at::Tensor MaskedSelect(const at::Tensor& self, const at::Tensor& mask) {
   return {};
 }
 
+at::Tensor& NonzeroOut(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kLong,
+              "nonzero: Expected out tensor to have scalar type Long but got scalar type",
+              out.scalar_type());
+  at::Tensor r = Nonzero(self);
+  at::native::resize_output(out, r.sizes());
+  out.copy_(r);
+  return out;
+}
+
 at::Tensor& MaskedSelectOut(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
   at::assert_no_internal_overlap(out);
   at::assert_no_overlap(out, self);
@@ -168,6 +178,7 @@ void LinalgLstsqOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_lstsq.out", torch::CppFunction::makeFromBoxedFunction<&LinalgLstsqOut>());
   m.impl("nonzero", Nonzero);
+  m.impl("nonzero.out", NonzeroOut);
   m.impl("masked_select", MaskedSelect);
   m.impl("masked_select.out", MaskedSelectOut);
   m.impl("repeat_interleave.Tensor",

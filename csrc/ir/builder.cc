@@ -179,6 +179,12 @@ Value Complex(Graph& g, Value re, Value im) {
 }
 
 Value BitcastConvert(Graph& g, Value x, Type t) {
+  // PyTorch's bool is a byte; StableHLO's i1 has no byte to reinterpret: go through ui8.
+  if (g.type(x).dtype == DType::kPred && t.dtype != DType::kPred) x = Convert(g, x, DType::kU8);
+  if (t.dtype == DType::kPred && g.type(x).dtype != DType::kPred) {
+    Value bytes = g.Op1("stablehlo.bitcast_convert", {x}, WithDType(t, DType::kU8));
+    return Convert(g, bytes, DType::kPred);
+  }
   return g.Op1("stablehlo.bitcast_convert", {x}, std::move(t));
 }
 
