@@ -365,3 +365,12 @@ def test_bool_storage_viewed_as_wider_dtypes_and_back(device, dtype):
     assert torch.equal(x.to(device).view(dtype).cpu(), x.view(dtype))
     y = torch.tensor([256, 1, 0, 7] * 2, dtype=torch.int16).view(dtype if dtype.itemsize >= 2 else torch.int16)
     assert torch.equal(y.to(device).view(torch.bool).cpu(), y.view(torch.bool))
+
+
+def test_pinned_host_memory(device):
+    """pin_memory() gives host memory that is_pinned() recognizes (DDP and DataLoader ask)."""
+    x = torch.arange(6.0)
+    pinned = x.pin_memory()
+    assert pinned.is_pinned() and not x.is_pinned()
+    assert torch.equal(pinned, x) and torch.equal(pinned.to(device).cpu(), x)
+    assert pinned[2:].is_pinned()  # a view into the pinned block

@@ -1,12 +1,16 @@
-"""A guard for Hugging Face accelerate (and so Trainer) under torchrun.
+"""Hugging Face accelerate (and so Trainer) on tpu under torchrun.
 
-accelerate 1.16 knows distributed training on a fixed list of device types; for tpu it reports
-DistributedType.NO, so under torchrun every process would train a model of its own on tpu:0 and
-end with different weights, with no error. Until accelerate can be taught the device, the state
-it builds in such a job raises instead, saying so. One process, and use_cpu, are unaffected.
+accelerate 1.16 knows distributed training on a fixed list of device types (DistributedType is a
+closed enum); for tpu it reports DistributedType.NO, so under torchrun every process would train
+a model of its own on tpu:0. torchtpu runs such a job as accelerate's MULTI_CPU type on the tpu
+devices instead: the process group is "cpu:gloo,tpu:tpu" (init_process_group's default with
+torchtpu), each rank takes tpu:LOCAL_RANK, and accelerate wraps the model in DDP without
+device_ids and gathers and reduces as for any multi-process job. accelerate's FSDP is refused
+(accelerate does not switch it on for MULTI_CPU). One process, and use_cpu, are left alone.
 
-The check wraps `PartialState._prepare_backend` once `accelerate.state` is imported (a
-post-import hook: importing torchtpu never imports accelerate).
+Two methods of accelerate.state.PartialState are wrapped, once `accelerate.state` is imported
+(a post-import hook: importing torchtpu never imports accelerate): _prepare_backend and
+set_device. Tested with accelerate 1.16.0 and transformers 5.24.0.
 """
 
 from __future__ import annotations
@@ -21,38 +25,54 @@ from typing import Any
 
 import torch
 
-MESSAGE = (
-    "accelerate does not support distributed training on tpu devices yet: in this torchrun job "
-    "(WORLD_SIZE={world}) it would run each process as a separate single-device job, and every "
-    "rank would train its own model. Launch one process, or write the loop with "
-    "torch.nn.parallel.DistributedDataParallel and init_process_group() (see torchtpu's README, "
-    "'Distributed')."
+REFUSED = (
+    "accelerate's FSDP is not available on tpu under torchrun (torchtpu runs accelerate's "
+    "multi-process jobs on tpu as its MULTI_CPU type, for which accelerate does not switch FSDP "
+    "on); use torch.distributed.fsdp.fully_shard directly."
 )
+
+
+def _tpu_job(cpu: bool) -> bool:
+    """A torchrun job (several processes) on tpu that accelerate would run as NO."""
+    accelerator = torch.accelerator.current_accelerator()
+    return (
+        not cpu
+        and int(os.environ.get("WORLD_SIZE", "1")) > 1
+        and os.environ.get("LOCAL_RANK") is not None
+        and accelerator is not None
+        and accelerator.type == "tpu"
+    )
 
 
 def _guard(module: ModuleType) -> None:
     state = module.PartialState
-    prepare = state._prepare_backend
-    if getattr(prepare, "_torchtpu_guard", False):
+    prepare, set_device = state._prepare_backend, state.set_device
+    if getattr(prepare, "_torchtpu", False):
         return
+    kinds = module.DistributedType
 
     @functools.wraps(prepare)
     def _prepare_backend(self: Any, cpu: bool = False, *args: Any, **kwargs: Any) -> Any:
         backend, kind = prepare(self, cpu, *args, **kwargs)
-        world = int(os.environ.get("WORLD_SIZE", "1"))
-        accelerator = torch.accelerator.current_accelerator()
-        if (
-            str(kind) in ("NO", "DistributedType.NO")
-            and world > 1
-            and not cpu
-            and accelerator is not None
-            and accelerator.type == "tpu"
-        ):
-            raise RuntimeError(MESSAGE.format(world=world))
+        if kind == kinds.NO and _tpu_job(cpu):
+            if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true":
+                raise RuntimeError(REFUSED)
+            from .distributed import DEFAULT_BACKEND
+
+            return backend or DEFAULT_BACKEND, kinds.MULTI_CPU
         return backend, kind
 
-    _prepare_backend._torchtpu_guard = True  # type: ignore[attr-defined]
+    @functools.wraps(set_device)
+    def _set_device(self: Any) -> None:
+        if self.device is None and self.distributed_type == kinds.MULTI_CPU and _tpu_job(self._cpu):
+            self.device = torch.device("tpu", self.local_process_index % torch.tpu.device_count())
+            torch.tpu.set_device(self.device.index)
+            return
+        set_device(self)
+
+    _prepare_backend._torchtpu = True  # type: ignore[attr-defined]
     state._prepare_backend = _prepare_backend
+    state.set_device = _set_device
 
 
 class _Loader(importlib.abc.Loader):

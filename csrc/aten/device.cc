@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "aten/generator.h"
@@ -121,6 +123,54 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, GuardImpl);
 
+// Pinned host memory. Page-locking buys nothing for PJRT's host copies, but PyTorch asks for it
+// (DDP with find_unused_parameters copies its map through it, DataLoader(pin_memory=True)) and
+// asserts is_pinned() afterwards: host memory from CPU's allocator, recorded while it lives.
+class PinnedAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t n) override {
+    c10::DataPtr cpu = at::getCPUAllocator()->allocate(n);
+    void* p = cpu.get();
+    if (p == nullptr) return cpu;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      live_[p] = n;
+    }
+    return {p, new Held{std::move(cpu), this}, &Free, c10::Device(c10::DeviceType::CPU)};
+  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+  bool Holds(const void* p) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.upper_bound(p);
+    if (it == live_.begin()) return false;
+    --it;
+    return p == it->first || p < static_cast<const char*>(it->first) + it->second;
+  }
+
+ private:
+  struct Held {
+    c10::DataPtr cpu;
+    PinnedAllocator* owner;
+  };
+  static void Free(void* ctx) {
+    auto* held = static_cast<Held*>(ctx);
+    {
+      std::lock_guard<std::mutex> lock(held->owner->mu_);
+      held->owner->live_.erase(held->cpu.get());
+    }
+    delete held;
+  }
+  mutable std::mutex mu_;
+  std::map<const void*, size_t> live_;
+};
+
+PinnedAllocator& Pinned() {
+  static auto* a = new PinnedAllocator();
+  return *a;
+}
+
 struct Hooks final : public at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return Count() > 0; }
@@ -146,8 +196,8 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
     (void)data;  // pointers are slot addresses; the current device is the best answer
     return {c10::DeviceType::PrivateUse1, g_current};
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  c10::Allocator* getPinnedMemoryAllocator() const override { return at::getCPUAllocator(); }
+  bool isPinnedPtr(const void* data) const override { return Pinned().Holds(data); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return &Pinned(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     ResizeStorageBytes(storage, newsize);
   }

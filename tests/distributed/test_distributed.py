@@ -55,6 +55,11 @@ def test_backend_names_under_torchrun():
     assert "PASS torchrun_backend_strings rank 1" in out
 
 
+def test_ddp_with_find_unused_parameters():
+    out = run(TORCHRUN + ["--nproc-per-node", "2", "ddp_unused.py"])
+    assert "PASS ddp_unused rank 0" in out and "PASS ddp_unused rank 1" in out
+
+
 def test_a_cpu_only_ddp_script_runs_as_without_torchtpu():
     cmd = TORCHRUN + ["--nproc-per-node", "2", "cpu_ddp.py"]
     results = []

@@ -47,19 +47,24 @@ def torchrun(where: str, out: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_trainer_under_torchrun_on_tpu_raises_instead_of_training_one_model_per_rank(tmp_path):
-    """accelerate reports DistributedType.NO for tpu: each rank would train alone, silently."""
-    done = torchrun("tpu", str(tmp_path / "tpu"))
-    assert done.returncode != 0
-    assert "accelerate does not support distributed training on tpu devices yet" in done.stderr
-
-
-def test_trainer_under_torchrun_with_use_cpu_still_trains_one_model(tmp_path):
-    """The guard leaves accelerate's CPU path alone: MULTI_CPU, the ranks end equal."""
-    done = torchrun("cpu", str(tmp_path / "cpu"))
+def results(done: subprocess.CompletedProcess) -> list[dict]:
     assert done.returncode == 0, done.stderr[-3000:]
-    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"optim"')]
-    assert len(results) == 2 and results[0]["sums"] == results[1]["sums"]
+    lines = [line for line in done.stdout.splitlines() if line.startswith('{"optim"')]
+    return sorted((json.loads(line) for line in lines), key=lambda r: r["device"])
+
+
+def test_trainer_under_torchrun_trains_one_model_with_ddp_as_on_cpu(tmp_path):
+    """accelerate reports DistributedType.NO for tpu; torchtpu runs the job as MULTI_CPU on
+    tpu:LOCAL_RANK (torchtpu/_accelerate.py): each rank on its own device, gradients averaged
+    by DDP, the ranks equal at the end, and equal to the same script's 2-process CPU run."""
+    tpu = results(torchrun("tpu", str(tmp_path / "tpu")))
+    cpu = results(torchrun("cpu", str(tmp_path / "cpu")))
+    assert [r["device"] for r in tpu] == ["tpu:0", "tpu:1"]
+    assert len(cpu) == 2 and cpu[0]["sums"] == cpu[1]["sums"]
+    assert tpu[0]["sums"] == tpu[1]["sums"]  # DDP: one model
+    assert tpu[0]["losses"] == pytest.approx(cpu[0]["losses"], rel=1e-5)
+    assert tpu[0]["sums"] == pytest.approx(cpu[0]["sums"], rel=1e-5, abs=1e-4)
+    assert os.path.exists(tmp_path / "tpu" / "model.safetensors")  # saved by rank 0
 
 
 def test_an_accelerate_loop_matches_cpu(tmp_path):
