@@ -49,8 +49,14 @@ def torchrun(where: str, out: str) -> subprocess.CompletedProcess:
 
 def results(done: subprocess.CompletedProcess) -> list[dict]:
     assert done.returncode == 0, done.stderr[-3000:]
-    lines = [line for line in done.stdout.splitlines() if line.startswith('{"optim"')]
-    return sorted((json.loads(line) for line in lines), key=lambda r: r["device"])
+    # The ranks share one stdout: a line of one may run into the other's.
+    decoder, out, found = json.JSONDecoder(), done.stdout, []
+    at = out.find('{"optim"')
+    while at != -1:
+        value, end = decoder.raw_decode(out, at)
+        found.append(value)
+        at = out.find('{"optim"', end)
+    return sorted(found, key=lambda r: r["device"])
 
 
 def test_trainer_under_torchrun_trains_one_model_with_ddp_as_on_cpu(tmp_path):
