@@ -232,4 +232,5 @@ def test_float_scalars_are_float32_on_a_tpu(device, as_on_a_tpu):
     got = torch.where(t > 0.3, (t * 2.5 + 1.25).clamp(min=-0.5), 0.25).pow(2.0) / 3.0
     ref = torch.where(x > 0.3, (x * 2.5 + 1.25).clamp(min=-0.5), 0.25).pow(2.0) / 3.0
     torch.testing.assert_close(got.cpu(), ref)
-    assert t.mean().item() == pytest.approx(x.mean().item(), rel=1e-5)
+    # The mean of 32 normal values can be near 0: the bound is absolute too (summation order).
+    assert t.mean().item() == pytest.approx(x.mean().item(), rel=1e-5, abs=1e-6)
