@@ -47,6 +47,26 @@ def _grad(grad: Tensor, m: torch.dtype, grad_scale: Tensor | None, skip: Tensor 
     return g
 
 
+def _start(
+    p: Tensor,
+    grad: Tensor,
+    grad_scale: Tensor | None,
+    skip: Tensor | None,
+    maximize: bool,
+    weight_decay: float,
+) -> tuple[torch.dtype, Tensor, Tensor]:
+    """Every kernel's first steps for one parameter: the math dtype, the gradient (unscaled,
+    negated for maximize, with weight_decay * param added) and the parameter in math dtype."""
+    m = _opmath(p)
+    g = _grad(grad, m, grad_scale, skip)
+    if maximize:
+        g = -g
+    w = p.to(m)
+    if weight_decay != 0:
+        g = g + w * weight_decay
+    return m, g, w
+
+
 def _skip(found_inf: Tensor | None) -> Tensor | None:
     return None if found_inf is None else found_inf == 1
 
@@ -74,16 +94,10 @@ def _adam(adamw: bool):
         skip = _skip(found_inf)
         wide = _wide()
         for i, p in enumerate(params):
-            m = _opmath(p)
-            g = _grad(grads[i], m, grad_scale, skip)
-            if maximize:
-                g = -g
-            w = p.to(m)
-            if weight_decay != 0:
-                if adamw:
-                    w = w * (1 - lr * weight_decay)
-                else:
-                    g = g + w * weight_decay
+            # AdamW decays the parameter, Adam the gradient.
+            m, g, w = _start(p, grads[i], grad_scale, skip, maximize, 0 if adamw else weight_decay)
+            if adamw and weight_decay != 0:
+                w = w * (1 - lr * weight_decay)
             exp_avg = exp_avgs[i].to(m).lerp(g, 1 - beta1)
             exp_avg_sq = exp_avg_sqs[i].to(m) * beta2 + g * g * (1 - beta2)
             s = state_steps[i].to(wide)
@@ -120,13 +134,7 @@ def _sgd(
     lr = _host_lr(lr)
     skip = _skip(found_inf)
     for i, p in enumerate(params):
-        m = _opmath(p)
-        g = _grad(grads[i], m, grad_scale, skip)
-        if maximize:
-            g = -g
-        w = p.to(m)
-        if weight_decay != 0:
-            g = g + w * weight_decay
+        m, g, w = _start(p, grads[i], grad_scale, skip, maximize, weight_decay)
         if momentum != 0:
             buf = (
                 g
@@ -156,13 +164,7 @@ def _adagrad(
     skip = _skip(found_inf)
     wide = _wide()
     for i, p in enumerate(params):
-        m = _opmath(p)
-        g = _grad(grads[i], m, grad_scale, skip)
-        if maximize:
-            g = -g
-        w = p.to(m)
-        if weight_decay != 0:
-            g = g + w * weight_decay
+        m, g, w = _start(p, grads[i], grad_scale, skip, maximize, weight_decay)
         state_sum = state_sums[i].to(m) + g * g
         _write(state_sums[i], state_sum, skip)
         clr = (lr / (1 + (state_steps[i].to(wide) - 1) * lr_decay)).to(m)
