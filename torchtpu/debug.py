@@ -316,7 +316,8 @@ class _Shadows(TorchDispatchMode):
         flat_out = tree_flatten(out)[0]
         flat_cpu = list(cpu_out) if reference else tree_flatten(cpu_out)[0]
         pairs = list(zip(flat_out, flat_cpu, strict=False))
-        for t, c in pairs:
+        exact: list[Any] | None = None
+        for i, (t, c) in enumerate(pairs):
             if c is None:  # not compared (philox state, a gradient not asked for)
                 if _is_tpu(t):
                     self._resync(t)
@@ -324,6 +325,12 @@ class _Shadows(TorchDispatchMode):
             if isinstance(t, torch.Tensor) and isinstance(c, torch.Tensor):
                 got = t.detach().cpu()
                 why = self._differs(got, c)
+                if why and reference is None and _low_precision(got):
+                    if exact is None:
+                        exact = _in_float64(func, cpu_args, cpu_kwargs)
+                    e = exact[i] if i < len(exact) else None
+                    if isinstance(e, torch.Tensor) and self._differs(got, e.to(got.dtype)) is None:
+                        why = None  # CPU's own rounding differs: tpu is as close to the exact value
                 if why:
                     problems.append((t, why))
                 if _is_tpu(t):
@@ -344,6 +351,27 @@ class _Shadows(TorchDispatchMode):
         if problems:
             self._report(func, args, "; ".join(why for _, why in problems[:3]))
         return out
+
+
+def _low_precision(t: torch.Tensor) -> bool:
+    return t.dtype in (torch.float32, torch.float16, torch.bfloat16, torch.complex64)
+
+
+def _in_float64(func: Any, args: Any, kwargs: Any) -> list[Any]:
+    """The op's results computed in float64 (complex128) from the same inputs: the arbiter when
+    tpu and CPU differ. CPU's float32 kernels accumulate in float32 too (a norm over 4M gradient
+    elements is 6e-4 off), and tpu being as close to the exact value is no mismatch."""
+
+    def up(x: Any) -> Any:  # copies, so that an in-place op leaves the shadows alone
+        if isinstance(x, torch.Tensor) and _low_precision(x):
+            return x.to(torch.complex128 if x.is_complex() else torch.float64)
+        return x.clone() if isinstance(x, torch.Tensor) else x
+
+    try:
+        args, kwargs = tree_map(up, (args, kwargs))
+        return tree_flatten(func(*args, **kwargs))[0]
+    except Exception:  # noqa: BLE001 (no float64 kernel, or dtype rules differ: no arbiter)
+        return []
 
 
 @contextlib.contextmanager
