@@ -1,5 +1,5 @@
 """A custom loop with accelerate.Accelerator, as accelerate's quick tour writes one:
-`python accelerate_script.py cpu|tpu STATE_DIR`. prepare, backward, gather, save_state and
+`python accelerate_script.py cpu|tpu STATE_DIR`, or under torchrun. prepare, backward, gather, save_state and
 load_state; prints the device, the losses and a parameter sum as JSON."""
 
 import json
@@ -26,6 +26,7 @@ for x, y in loader:
     optimizer.step()
     losses.append(accelerator.gather(loss.detach()).mean().item())
 accelerator.save_state(sys.argv[2])
+accelerator.wait_for_everyone()  # the main process writes the model; the others then read it
 before = [p.detach().clone() for p in model.parameters()]
 with torch.no_grad():
     for p in model.parameters():
@@ -35,6 +36,12 @@ restored = all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 total = sum(p.detach().double().sum().item() for p in model.parameters())
 print(
     json.dumps(
-        {"device": str(accelerator.device), "losses": losses, "sum": total, "restored": restored}
+        {
+            "device": str(accelerator.device),
+            "processes": accelerator.num_processes,
+            "losses": losses,
+            "sum": total,
+            "restored": restored,
+        }
     )
 )
