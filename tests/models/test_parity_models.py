@@ -82,7 +82,11 @@ def padded_text(g: torch.Generator) -> dict[str, torch.Tensor]:
     mask[1, 40:] = 0
     mask[3, 20:] = 0
     ids = torch.randint(0, VOCAB, (4, 64), generator=g)
-    return {"input_ids": ids, "attention_mask": mask, "labels": torch.randint(0, 3, (4,), generator=g)}
+    return {
+        "input_ids": ids,
+        "attention_mask": mask,
+        "labels": torch.randint(0, 3, (4,), generator=g),
+    }
 
 
 def text(g: torch.Generator) -> dict[str, torch.Tensor]:
