@@ -234,3 +234,61 @@ def test_float_scalars_are_float32_on_a_tpu(device, as_on_a_tpu):
     torch.testing.assert_close(got.cpu(), ref)
     # The mean of 32 normal values can be near 0: the bound is absolute too (summation order).
     assert t.mean().item() == pytest.approx(x.mean().item(), rel=1e-5, abs=1e-6)
+
+
+def _long(values: list, device) -> torch.Tensor:
+    return torch.tensor(values, device=device)
+
+
+# Bad arguments that PyTorch's test files (test_indexing.py, test_shape_ops.py) and its
+# OpInfo error_inputs pass: tpu raises CPU's exception type with CPU's message.
+AS_ON_CPU = {
+    "index_fill float index": lambda d: torch.ones(3, 4, device=d).index_fill_(
+        0, torch.tensor([0.0], device=d), 1.0
+    ),
+    "index_fill dim": lambda d: torch.ones(3, 4, device=d).index_fill_(3, _long([0], d), 1.0),
+    "index_fill 2-d index": lambda d: torch.ones(3, 4, device=d).index_fill_(
+        0, _long([[0]], d), 1.0
+    ),
+    "index_fill 1-d value": lambda d: torch.ones(3, 4, device=d).index_fill_(
+        0, _long([0], d), torch.ones(2, device=d)
+    ),
+    "index_put values do not broadcast": lambda d: torch.zeros(5, 4, device=d).index_put_(
+        (_long([0, 1], d),), torch.ones(3, 4, device=d)
+    ),
+    "setitem values do not broadcast": lambda d: torch.zeros(5, 4, device=d).__setitem__(
+        _long([0, 1], d), torch.ones(3, 4, device=d)
+    ),
+    "getitem out of bounds": lambda d: torch.zeros(5, device=d)[_long([1] * 19 + [10], d)],
+    "setitem out of bounds": lambda d: torch.zeros(5, device=d).__setitem__(
+        _long([1] * 19 + [10], d), 0.0
+    ),
+    "unfold_backward step 0": lambda d: torch.ops.aten.unfold_backward(
+        torch.ones(3, 2, device=d), [4], 0, 2, 0
+    ),
+    "div trunc complex": lambda d: torch.div(
+        torch.ones(3, dtype=torch.complex64, device=d), 2.0, rounding_mode="trunc"
+    ),
+    "floor_divide complex": lambda d: torch.floor_divide(
+        torch.ones(3, dtype=torch.complex64, device=d), torch.ones(3, device=d)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", AS_ON_CPU)
+def test_bad_arguments_raise_as_on_cpu(device, survivor, name):
+    with pytest.raises(Exception) as cpu:  # noqa: PT011 (whatever CPU raises is the reference)
+        AS_ON_CPU[name]("cpu")
+    with pytest.raises(Exception) as tpu:  # noqa: PT011
+        AS_ON_CPU[name](device)
+        torch.tpu.synchronize()  # a check inside a fused program raises at the sync
+    assert type(tpu.value) is type(cpu.value), (tpu.value, cpu.value)
+    message = str(tpu.value).splitlines()[0].replace("_tpu", "_cpu")  # "div_trunc_tpu"
+    assert message.startswith(str(cpu.value).splitlines()[0]), (message, str(cpu.value))
+
+
+def test_float8_index_select(device):
+    x = torch.arange(12.0).view(4, 3).to(torch.float8_e4m3fn)
+    got = x.to(device).index_select(0, torch.tensor([3, 0], device=device))
+    assert got.dtype == torch.float8_e4m3fn
+    assert torch.equal(got.cpu().float(), x.index_select(0, torch.tensor([3, 0])).float())

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 
@@ -107,6 +108,44 @@ void Addbmm(const Args& a) {
   TORCH_CHECK(self == b1, "self and mat2 must have the same dtype, but got ", self, " and ", b1);
 }
 
+// index_fill: CPU's kernel checks in this order, with these types (its Meta kernel, a Python
+// reference, says other things).
+void IndexFill(const Args& a) {
+  const at::Tensor &self = a.Tensor("self"), &index = a.Tensor("index");
+  TORCH_CHECK_INDEX(index.scalar_type() == at::kLong,
+                    "index_fill_(): Expected dtype int64 for index.");
+  if (a["value"].isTensor()) {
+    const int64_t d = a.Tensor("value").dim();
+    TORCH_CHECK(d == 0, "index_fill_ only supports a 0-dimensional value tensor, but got tensor ",
+                "with ", d, " dimension(s).");
+  }
+  at::maybe_wrap_dim(a.Int("dim"), std::max<int64_t>(self.dim(), 1));
+  TORCH_CHECK(index.dim() <= 1, "Index has to be a vector/scalar");
+}
+
+// Rounding divisions of complex numbers: CPU's kernels have no complex dtypes (XLA would round
+// the real and imaginary parts alone).
+void NoComplexRounding(const Args& a, const std::string& mode) {
+  const c10::IValue& other = a["other"];
+  const at::Tensor& self = a.Tensor("self");
+  const at::ScalarType t = other.isTensor() ? at::result_type(self, other.toTensor())
+                                            : at::result_type(self, other.toScalar());
+  TORCH_CHECK_NOT_IMPLEMENTED(!at::isComplexType(t), "\"div_", mode, "_tpu\" not implemented for '",
+                              at::toString(t), "'");
+}
+
+void DivMode(const Args& a) {
+  if (a.Has("rounding_mode") && !a["rounding_mode"].isNone()) {
+    NoComplexRounding(a, a["rounding_mode"].toStringRef());
+  }
+}
+
+void FloorDivide(const Args& a) { NoComplexRounding(a, "floor"); }
+
+void UnfoldBackward(const Args& a) {
+  TORCH_CHECK_VALUE(a.Int("step") > 0, "step is ", a.Int("step"), " but must be > 0");
+}
+
 constexpr char kSelf[] = "self", kMat2[] = "mat2", kVec[] = "vec", kMat[] = "mat",
                kBatch1[] = "batch1", kBatch2[] = "batch2";
 
@@ -131,6 +170,13 @@ ArgumentCheck FindArgumentCheck(const std::string& name) {
       {"aten::baddbmm_", &Run<SameScalarType<kSelf, kBatch1, kBatch2>>},
       {"aten::addbmm", &Run<Addbmm>},
       {"aten::addbmm_", &Run<Addbmm>},
+      {"aten::div", &Run<DivMode>},
+      {"aten::div_", &Run<DivMode>},
+      {"aten::floor_divide", &Run<FloorDivide>},
+      {"aten::floor_divide_", &Run<FloorDivide>},
+      {"aten::index_fill", &Run<IndexFill>},
+      {"aten::index_fill_", &Run<IndexFill>},
+      {"aten::unfold_backward", &Run<UnfoldBackward>},
   };
   auto it = checks->find(name);
   return it == checks->end() ? nullptr : it->second;

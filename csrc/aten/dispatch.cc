@@ -450,7 +450,9 @@ at::ScalarType CommonType(const OpCall& call, bool with_bool) {
 
 // Step 4: the rule's arguments. Tensors become IR values read through their views, scalars
 // 0-d parameters; also the promoted dtype. float8 promotes with nothing, not even bool: when
-// promotion refuses, a condition or mask stays out of it (`where(mask, f8, f8)` is f8).
+// promotion refuses, a condition or mask stays out of it (`where(mask, f8, f8)` is f8), and
+// when it still refuses (an index: `index_select(f8, 0, long)`) there is no common dtype. An
+// op that does promote its operands has raised PyTorch's error in its Meta kernel already.
 void ReadInputs(const OpCall& call, GraphBuilder& b, lowering::Ctx& ctx) {
   for (size_t i = 0; i < call.schema.arguments().size(); ++i) {
     const c10::Argument& a = call.schema.arguments()[i];
@@ -460,7 +462,11 @@ void ReadInputs(const OpCall& call, GraphBuilder& b, lowering::Ctx& ctx) {
   try {
     t = CommonType(call, true);
   } catch (const c10::Error&) {
-    t = CommonType(call, false);
+    try {
+      t = CommonType(call, false);
+    } catch (const c10::Error&) {
+      t = at::ScalarType::Undefined;
+    }
   }
   ctx.common = t == at::ScalarType::Undefined ? rt::DType::kInvalid : ToDType(t);
 }

@@ -3,6 +3,7 @@
 // clamps out-of-bounds gathers and drops out-of-bounds scatters, so every rule checks its indices
 // (ExpectIndex) and the op raises PyTorch's error instead of returning a clamped value.
 #include <algorithm>
+#include <string>
 
 #include "lowering/helpers.h"
 #include "lowering/rule_table.h"
@@ -163,6 +164,24 @@ V Index(Ctx& c, bool checked) {
   return {ir::Reshape(c.g, ir::Gather(c.g, x, a.idx, a.index_dims, a.batch_at), c.out[0].dims)};
 }
 
+std::string Shape(const Dims& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+// index_put's values broadcast to the shape `self[indices]` has; CPU raises this otherwise.
+void ExpectBroadcastable(const Dims& from, const Dims& to) {
+  bool ok = from.size() <= to.size();
+  for (size_t i = 1; ok && i <= from.size(); ++i) {
+    ok = from[from.size() - i] == 1 || from[from.size() - i] == to[to.size() - i];
+  }
+  if (!ok) {
+    throw ArgError("shape mismatch: value tensor of shape " + Shape(from) +
+                   " cannot be broadcast to indexing result of shape " + Shape(to));
+  }
+}
+
 V IndexPut(Ctx& c, bool checked) {
   DType t = c.out[0].dtype;
   Value x = Cast(c, c.In("self"), t);
@@ -177,6 +196,7 @@ V IndexPut(Ctx& c, bool checked) {
   Dims batch = c.T(a.idx).dims;
   batch.pop_back();
   udims.insert(udims.begin() + a.batch_at, batch.begin(), batch.end());
+  ExpectBroadcastable(c.T(c.In("values")).dims, udims);
   Value upd = Cast(c, c.In("values"), t, udims);
   std::string op = c.Bool("accumulate", false) ? "add" : "";
   return {ir::Scatter(c.g, x, a.idx, upd, a.index_dims, a.batch_at, Combiner(t, op))};
