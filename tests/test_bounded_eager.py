@@ -258,3 +258,27 @@ def test_a_bounded_program_keeps_its_donations(device):
         assert torchtpu.metrics()["donated_buffers"] - before == 1
     assert bounded_runs() - runs == 4
     assert new_programs() - programs == 2
+
+
+def test_debug_output_names_why_a_new_size_compiles_exact():
+    """TORCHTPU_FUSED_DEBUG=1 says why a family's program runs exact at a new size, with the
+    op's dims as the family's formula writes them (issue 35: BERT's reason was this one)."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import torch, torchtpu\n"
+        "w = torch.randn(50, 8, device='tpu'); w.sum().item()\n"
+        "for n in (20, 30):\n"
+        "    ids = torch.randint(0, 50, (4, n)).to('tpu')\n"
+        "    torch.nn.functional.embedding(ids, w).sum().item()\n"
+    )
+    env = {**os.environ, "TORCHTPU_FUSED_DEBUG": "1", "TORCHTPU_CACHE_DIR": "off",
+           "TORCHTPU_MODE": "fused"}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "runs exact at a new size: a reshape that moves padding, [4, s] to [4s]" in done.stderr

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -30,6 +31,7 @@ struct Family {
   std::optional<ir::SizeFormula> formula;
   ir::Hash128 formula_hash;
   bool refused = false;  // its members run exact programs
+  std::string why;       // of the refusal, for TORCHTPU_FUSED_DEBUG
   // The formula came from this size hint (its id) and one member; -1 once a second size fits
   // it or the first two give it; kOrphan once its hint died unconfirmed.
   int64_t guessed = -1;
@@ -101,6 +103,15 @@ void CopyCorner(const char* src, const std::vector<int64_t>& from, char* dst,
 }
 
 const size_t kMaxMembers = rt::EnvCount("TORCHTPU_BOUNDED_MEMBERS", 4096);
+
+// TORCHTPU_FUSED_DEBUG=1: why a program of a family seen at another size runs exact, which
+// compiles it once per size. (A family's first size says nothing yet: not reported.)
+void SaysExact(const ir::Graph& g, const std::string& why) {
+  static const bool on = std::getenv("TORCHTPU_FUSED_DEBUG") != nullptr;
+  if (!on) return;
+  std::fprintf(stderr, "torchtpu: a program of %zu StableHLO ops runs exact at a new size: %s\n",
+               g.nodes.size(), why.c_str());
+}
 
 std::vector<rt::BufferPtr> RunMember(const Member& m, const std::vector<rt::BufferPtr>& params,
                                      int device, int64_t ops) {
@@ -211,12 +222,20 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
   {
     std::lock_guard<std::mutex> lock(all.mu);
     Family& fam = all.map[shape];
-    if (fam.refused) return exact();
+    if (fam.refused) {
+      if (sizes != fam.first) SaysExact(g, fam.why);
+      return exact();
+    }
     // A formula from the first two sizes seen, or from the first and a hint; a hint's guess
     // that the next size does not fit gives way to the first two.
     auto fit = [&](std::optional<ir::SizeFormula> f) {
-      if (f) f->dims = ir::DimCount(g);
-      if (!f || !ir::WhyNotBounded(g, *f).empty()) return false;
+      if (!f) {
+        fam.why = "its sizes change in a way one symbol s (a*s + b) does not explain";
+        return false;
+      }
+      f->dims = ir::DimCount(g);
+      fam.why = ir::WhyNotBounded(g, *f);
+      if (!fam.why.empty()) return false;
       fam.formula = std::move(f);
       fam.formula_hash = HashFormula(shape, *fam.formula);
       return true;
@@ -236,10 +255,16 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
       fam.guessed = -1;
       fam.least_bound = 0;
       fam.refused = !fit(ir::FitSizes(fam.first, sizes));
-      if (fam.refused) return exact();
+      if (fam.refused) {
+        SaysExact(g, fam.why);
+        return exact();
+      }
     }
     s = ir::SymbolOf(*fam.formula, sizes);
-    if (!s) return exact();
+    if (!s) {
+      SaysExact(g, "its sizes do not fit the family's formula");
+      return exact();
+    }
     if (sizes != fam.first) {
       fam.guessed = -1;  // a second size fits: the guess holds
     } else if (fam.guessed == kOrphan) {
@@ -286,6 +311,8 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
     std::lock_guard<std::mutex> lock(all.mu);
     Family& fam = all.map[shape];
     if (!fam.formula || fam.formula_hash != formula_hash) return exact();  // refit meanwhile
+    fam.why = "XLA could not compile its bounded program";
+    SaysExact(g, fam.why);
     fam.refused = fam.guessed == -1;
     fam.guessed = -1;
     fam.formula.reset();

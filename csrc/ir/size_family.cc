@@ -298,6 +298,18 @@ int64_t BoundFor(const Graph& g, const SizeFormula& f, int64_t s) {
   return bound;
 }
 
+// Dims as the debug output writes them: [8, 2s+1, 64].
+std::string Written(const std::vector<Affine>& dims) {
+  std::string out = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const Affine& d = dims[i];
+    std::string t = d.a == 0 ? "" : (d.a == 1 ? "s" : std::to_string(d.a) + "s");
+    if (d.b != 0 || d.a == 0) t += (d.a != 0 && d.b > 0 ? "+" : "") + std::to_string(d.b);
+    out += (i ? ", " : "") + t;
+  }
+  return out + "]";
+}
+
 std::string WhyNotBounded(const Graph& g, const SizeFormula& f) {
   std::vector<size_t> at = SizeOffsets(g);
   auto sized = [&](Value v) {
@@ -317,10 +329,12 @@ std::string WhyNotBounded(const Graph& g, const SizeFormula& f) {
   for (const Node& n : g.nodes) {
     if (std::string why = TwoSizedDims(g, f, at, n); !why.empty()) return why;
     if (Refused().count(n.op) != 0) return n.op;
-    if (n.op == "stablehlo.reshape" && used[n.results[0]] &&
-        !KeepsPadding(DimFormulas(f, at, ReshapeSource(g, producer, n.operands[0])),
-                      DimFormulas(f, at, n.results[0]))) {
-      return "a reshape that moves padding";
+    if (n.op == "stablehlo.reshape" && used[n.results[0]]) {
+      const auto from = DimFormulas(f, at, ReshapeSource(g, producer, n.operands[0]));
+      const auto to = DimFormulas(f, at, n.results[0]);
+      if (!KeepsPadding(from, to)) {
+        return "a reshape that moves padding, " + Written(from) + " to " + Written(to);
+      }
     }
     // An update of a sized window writes its padding past the real window.
     if ((n.op == "stablehlo.dynamic_update_slice" || n.op == "stablehlo.scatter") &&
