@@ -33,3 +33,18 @@ def test_silent_acceptance_is_a_failure_not_ok():
 
     sample = SampleInput(torch.ones(2))
     assert crashes._run_sample(op, sample) == "ran where CPU raises RuntimeError"
+
+
+def test_group_norm_of_an_empty_batch(device):
+    """Found by the sweep: it reached batch norm with shape (1, 0) and divided by 0 channels
+    (SIGFPE, the process gone)."""
+    x = torch.ones(0, 2, requires_grad=True)
+    w, b = torch.ones(2, requires_grad=True), torch.zeros(2, requires_grad=True)
+    want = torch.nn.functional.group_norm(x, 1, w, b)
+    xt, wt, bt = (t.detach().to(device).requires_grad_() for t in (x, w, b))
+    got = torch.nn.functional.group_norm(xt, 1, wt, bt)
+    assert got.shape == want.shape == (0, 2)
+    want.sum().backward()
+    got.sum().backward()
+    for t, c in ((xt, x), (wt, w), (bt, b)):
+        torch.testing.assert_close(t.grad.cpu(), c.grad)

@@ -366,13 +366,19 @@ V GroupNormBackward(Ctx& c) {
   return r;
 }
 
+// Elements per channel (dim 1); no channels have none (group norm of an empty batch reaches
+// batch norm with shape (1, 0, ...)).
+double PerChannel(const Type& t) {
+  return t.dims[1] == 0 ? 0.0 : static_cast<double>(t.numel() / t.dims[1]);
+}
+
 // Batch norm over all dims but 1. Returns out, save_mean, save_invstd, new running mean/var.
 V BatchNorm(Ctx& c, bool training, bool functional) {
   DType acc = AccOf(c.out[0].dtype);
   Value x = Cast(c, c.In("input"), acc);
   int64_t rank = c.T(x).rank();
   Dims red = AllBut(rank, 1);
-  double m = static_cast<double>(c.T(x).numel() / c.T(x).dims[1]);
+  double m = PerChannel(c.T(x));
   double eps = c.Double("eps", 1e-5), mom = c.Double("momentum", 0.1);
   bool stats = c.Has("running_mean") && c.Has("running_var");
   Value mean, var, rm = -1, rv = -1;
@@ -414,7 +420,7 @@ V BatchNormBackward(Ctx& c) {
   Value x = Cast(c, c.In("input"), acc), dy = Cast(c, c.In("grad_out"), acc);
   int64_t rank = c.T(x).rank();
   Dims red = AllBut(rank, 1);
-  double m = static_cast<double>(c.T(x).numel() / c.T(x).dims[1]);
+  double m = PerChannel(c.T(x));
   bool train = c.Bool("train", false);
   Value mean, invstd;
   if (train) {
