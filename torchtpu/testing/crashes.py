@@ -108,7 +108,9 @@ def _run_error_input(op: Any, error_input: Any) -> str:
     return "ok" if why is None else f"error_inputs: {why[:90]}"
 
 
-def worker(start: tuple[int, int, int], every: int, offset: int, max_samples: int, ops: set[str]):
+def worker(
+    start: tuple[int, int, int], stop: int, every: int, offset: int, max_samples: int, ops: set[str]
+):
     """Prints 'C i d s' before case (op i, dtype slot d, sample s) and 'R cause' after it."""
     import warnings
 
@@ -120,7 +122,7 @@ def worker(start: tuple[int, int, int], every: int, offset: int, max_samples: in
     warnings.filterwarnings("ignore")
     crash_op = os.environ.get(CRASH_HOOK)
     for i, op in enumerate(op_database()):
-        if i < start[0] or i % every != offset or (ops and _key(op) not in ops):
+        if i < start[0] or i >= stop or i % every != offset or (ops and _key(op) not in ops):
             continue
         supported = op.supported_dtypes("cpu")
         for d, name in enumerate([*DTYPE_NAMES, "errors"]):
@@ -163,16 +165,19 @@ def sweep(
     ops: set[str] | None = None,
     timeout_s: float = 300.0,
     progress: str | None = None,
+    ops_range: tuple[int, int] = (0, 1 << 30),
 ) -> Sweep:
     """Runs the cases in children until every one has run, crashed or hung. `progress`: a path
-    the summary so far is written to every 1000 cases, and crashes are printed to stderr."""
+    the summary so far is written to every 1000 cases, and crashes are printed to stderr.
+    `ops_range`: the op_db indices [first, last) to run (to split the sweep over processes)."""
     from torchtpu.testing.opinfo import op_database
 
     names = [_key(op) for op in op_database()]
-    result, start, current = Sweep(), (0, 0, 0), None
+    result, start, current = Sweep(), (ops_range[0], 0, 0), None
     while True:
         cmd = [sys.executable, "-m", "torchtpu.testing.crashes", "--worker",
-               "--start", ":".join(map(str, start)), "--every", str(every),
+               "--start", ":".join(map(str, start)), "--stop", str(ops_range[1]),
+               "--every", str(every),
                "--offset", str(offset), "--max-samples", str(max_samples),
                "--ops", ",".join(sorted(ops or ()))]  # fmt: skip
         child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, bufsize=1)
@@ -217,6 +222,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--worker", action="store_true")
     p.add_argument("--start", default="0:0:0")
+    p.add_argument("--stop", type=int, default=1 << 30)
     p.add_argument("--every", type=int, default=1)
     p.add_argument("--offset", type=int, default=0)
     p.add_argument("--max-samples", type=int, default=0)
@@ -226,8 +232,10 @@ def main() -> None:
     ops = set(a.ops.split(",")) - {""}
     start = tuple(int(x) for x in a.start.split(":"))
     if a.worker:
-        worker(start, a.every, a.offset, a.max_samples, ops)  # type: ignore[arg-type]
-    result = sweep(a.every, a.offset, a.max_samples, ops, progress=a.progress)
+        worker(start, a.stop, a.every, a.offset, a.max_samples, ops)  # type: ignore[arg-type]
+    first = start[0]
+    result = sweep(a.every, a.offset, a.max_samples, ops, progress=a.progress,
+                   ops_range=(first, a.stop))  # fmt: skip
     print(json.dumps(result.summary(), indent=1))
 
 
