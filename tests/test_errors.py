@@ -259,6 +259,9 @@ AS_ON_CPU = {
     "setitem values do not broadcast": lambda d: torch.zeros(5, 4, device=d).__setitem__(
         _long([0, 1], d), torch.ones(3, 4, device=d)
     ),
+    "setitem indices do not broadcast": lambda d: torch.zeros(5, 5, device=d).__setitem__(
+        ([0, 1], [0, 1, 2]), 0.0
+    ),
     "getitem out of bounds": lambda d: torch.zeros(5, device=d)[_long([1] * 19 + [10], d)],
     "setitem out of bounds": lambda d: torch.zeros(5, device=d).__setitem__(
         _long([1] * 19 + [10], d), 0.0

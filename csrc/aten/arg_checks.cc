@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace tpu::aten {
 
@@ -142,6 +143,32 @@ void DivMode(const Args& a) {
 
 void FloorDivide(const Args& a) { NoComplexRounding(a, "floor"); }
 
+// index_put: the index tensors broadcast together (index's Meta kernel says so for reads).
+void IndexPutIndices(const Args& a) {
+  std::vector<at::IntArrayRef> shapes;
+  std::string written;
+  for (std::optional<at::Tensor> t : a["indices"].toOptionalTensorList()) {
+    if (!t || !t->defined()) continue;
+    shapes.push_back(t->sizes());
+    written += (written.empty() ? "" : ", ") + c10::str(t->sizes());
+  }
+  std::vector<int64_t> out;
+  for (at::IntArrayRef s : shapes) {
+    const size_t n = std::max(out.size(), s.size());
+    std::vector<int64_t> next(n, 1);
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t x = i < out.size() ? out[out.size() - 1 - i] : 1;
+      const int64_t y = i < s.size() ? s[s.size() - 1 - i] : 1;
+      TORCH_CHECK_INDEX(x == y || x == 1 || y == 1,
+                        "shape mismatch: indexing tensors could not be broadcast together with "
+                        "shapes ",
+                        written);
+      next[n - 1 - i] = x == 1 ? y : x;
+    }
+    out = std::move(next);
+  }
+}
+
 void UnfoldBackward(const Args& a) {
   TORCH_CHECK_VALUE(a.Int("step") > 0, "step is ", a.Int("step"), " but must be > 0");
 }
@@ -174,6 +201,9 @@ ArgumentCheck FindArgumentCheck(const std::string& name) {
       {"aten::div_", &Run<DivMode>},
       {"aten::floor_divide", &Run<FloorDivide>},
       {"aten::floor_divide_", &Run<FloorDivide>},
+      {"aten::index_put", &Run<IndexPutIndices>},
+      {"aten::index_put_", &Run<IndexPutIndices>},
+      {"aten::_index_put_impl_", &Run<IndexPutIndices>},
       {"aten::index_fill", &Run<IndexFill>},
       {"aten::index_fill_", &Run<IndexFill>},
       {"aten::unfold_backward", &Run<UnfoldBackward>},

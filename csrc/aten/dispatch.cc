@@ -242,8 +242,19 @@ namespace {
 
 // Boolean masks in Tensor?[] indices become their nonzero() coordinates, as in ATen's index
 // kernels; that read of the mask's size is the one host sync x[mask] needs.
-void ExpandMaskIndices(std::vector<c10::IValue>& args) {
+void ExpandMaskIndices(const c10::FunctionSchema& schema, std::vector<c10::IValue>& args) {
+  // index_put's uint8 masks warn as CPU's (index's warn in its Meta kernel, which sees them).
+  const bool put = schema.name() == "aten::index_put" || schema.name() == "aten::index_put_" ||
+                   schema.name() == "aten::_index_put_impl_";
   for (auto& v : args) {
+    if (put && v.isList() && !v.isOptionalTensorList()) {
+      // TorchScript passes index_put's Tensor?[] as a list of another type.
+      c10::List<std::optional<at::Tensor>> optional;
+      for (const c10::IValue& e : v.toListRef()) {
+        optional.push_back(e.isTensor() ? std::optional<at::Tensor>(e.toTensor()) : std::nullopt);
+      }
+      v = optional;
+    }
     if (!v.isOptionalTensorList()) continue;
     bool has_mask = false;
     for (std::optional<at::Tensor> t : v.toOptionalTensorList()) {
@@ -254,6 +265,11 @@ void ExpandMaskIndices(std::vector<c10::IValue>& args) {
     c10::List<std::optional<at::Tensor>> out;
     for (std::optional<at::Tensor> t : v.toOptionalTensorList()) {
       if (t && t->defined() && (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte)) {
+        if (put && t->scalar_type() == at::kByte) {
+          TORCH_WARN(
+              "indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool "
+              "instead.");
+        }
         at::Tensor nz = at::nonzero(*t);
         for (int64_t k = 0; k < t->dim(); ++k) out.push_back(nz.select(1, k));
       } else {
@@ -663,7 +679,7 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
   }
   CheckNotForked();
   call.args.assign(stack->end() - schema.arguments().size(), stack->end());
-  ExpandMaskIndices(call.args);
+  ExpandMaskIndices(schema, call.args);
   call.device = OpDevice(call.args);
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, call.device));
   for (const auto& r : schema.returns()) {

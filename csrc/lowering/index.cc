@@ -159,6 +159,9 @@ Advanced AdvancedIndex(Ctx& c, Value self, const std::vector<Value>& indices, bo
 }
 
 V Index(Ctx& c, bool checked) {
+  // Nothing to gather (XLA refuses a gather's slice of a dim of size 0: `x[[], []]`). CPU then
+  // checks no index either: `empty(3, 0)[tensor([7])]` is an empty result there.
+  if (c.out[0].numel() == 0) return {Splat(c, 0, c.out[0])};
   Value x = c.In("self");
   Advanced a = AdvancedIndex(c, x, c.List("indices"), checked);
   return {ir::Reshape(c.g, ir::Gather(c.g, x, a.idx, a.index_dims, a.batch_at), c.out[0].dims)};

@@ -1,0 +1,48 @@
+"""Indexing as PyTorch's own test_indexing.py checks it (causes found by running that file on
+tpu; our own tests, not copies): uint8-mask deprecation warnings on assignment, masked
+assignment inside TorchScript, and empty advanced indices."""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+DEPRECATED = "indexing with dtype torch.uint8 is now deprecated"
+
+
+def uint8_mask_warnings(device: str) -> tuple[int, list[list[float]]]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x = torch.zeros(4, 2, device=device)
+        mask = torch.tensor([1, 0, 1, 0], dtype=torch.uint8, device=device)
+        x[mask] = torch.ones(2, device=device)  # index_put_
+        x.index_put_((mask,), torch.ones(2, device=device), accumulate=True)
+        x[mask]  # index
+    return sum(DEPRECATED in str(w.message) for w in caught), x.cpu().tolist()
+
+
+def test_uint8_masks_warn_as_on_cpu(device):
+    assert uint8_mask_warnings(device.type) == uint8_mask_warnings("cpu")
+    assert uint8_mask_warnings("cpu")[0] == 3
+
+
+@torch.jit.script
+def _clamp_small(x: torch.Tensor) -> torch.Tensor:
+    x[x < 50] = 1.0  # TorchScript passes index_put_'s indices as a list of another type
+    return x
+
+
+def test_masked_assignment_in_torchscript(device):
+    want = _clamp_small(torch.arange(100.0))
+    got = _clamp_small(torch.arange(100.0, device=device))
+    torch.testing.assert_close(got.cpu(), want)
+
+
+def test_empty_advanced_indices(device):
+    for shape, index in (((10, 0), ([], [])), ((3, 0), (torch.tensor([7]),)), ((0, 4), ([],))):
+        want = torch.empty(shape)[index]
+        on = tuple(i.to(device) if isinstance(i, torch.Tensor) else i for i in index)
+        got = torch.empty(shape, device=device)[on]
+        torch.tpu.synchronize()  # a program that fails to compile raises here
+        assert got.shape == want.shape
