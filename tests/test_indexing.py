@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 
+import pytest
 import torch
 
 DEPRECATED = "indexing with dtype torch.uint8 is now deprecated"
@@ -46,3 +47,22 @@ def test_empty_advanced_indices(device):
         got = torch.empty(shape, device=device)[on]
         torch.tpu.synchronize()  # a program that fails to compile raises here
         assert got.shape == want.shape
+
+
+def test_index_reduce_and_index_add_over_an_empty_dim(device):
+    """PyTorch's Meta kernel of these selects element 0 of the indexed dim (a check only meta
+    tensors run), which a dim of size 0 lacks; CPU returns self as it is."""
+    index = torch.zeros(0, dtype=torch.long)
+    for shape, dim in (((0, 3), 0), ((3, 0), 1), ((0,), 0)):
+        x = torch.randn(shape)
+        source = torch.randn(shape)
+        on = (index.to(device), source.to(device))
+        for reduce in ("prod", "mean", "amax", "amin"):
+            want = x.clone().index_reduce_(dim, index, source, reduce, include_self=False)
+            got = x.to(device).index_reduce_(dim, *on, reduce, include_self=False)
+            assert got.shape == want.shape
+        assert torch.index_add(x.to(device), dim, *on, alpha=2).shape == x.shape
+    with pytest.raises(RuntimeError, match=r"self \(Float\) and source \(Double\)"):
+        torch.zeros(0, 3, device=device).index_add_(
+            0, index.to(device), torch.zeros(0, 3).double().to(device)
+        )

@@ -205,6 +205,32 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
 // Shape functions for ops whose Meta kernel is a "not implemented for this backend" default.
 bool MetaOverride(const std::string& name, torch::jit::Stack& s) {
   auto T = [&](size_t i) { return s[i].isNone() ? at::Tensor() : s[i].toTensor(); };
+  // index_add/index_reduce's Meta kernel selects element 0 of the indexed dim of a meta result
+  // (a TensorIterator check only meta tensors run), which a dim of size 0 does not have: CPU
+  // returns self as it is. The checks that still mean something come first.
+  const bool index_func = name == "aten::index_reduce" || name == "aten::index_reduce_" ||
+                          name == "aten::index_add" || name == "aten::index_add_";
+  if (index_func && T(0).dim() > 0 &&
+      T(0).size(at::maybe_wrap_dim(s[1].toInt(), T(0).dim())) == 0) {
+    const at::Tensor self = T(0), index = T(2), source = T(3);
+    const char* func = name.starts_with("aten::index_add") ? "index_add" : "index_reduce";
+    TORCH_CHECK_INDEX(index.dim() <= 1, func,
+                      "_(): Index is supposed to be a vector, but got dim: ", index.dim(),
+                      " with type: ", index.scalar_type(), " and size: ", index.sizes());
+    TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, func,
+                "_(): Expected dtype int32/int64 for index but got: ", index.scalar_type());
+    TORCH_CHECK(self.scalar_type() == source.scalar_type(), func, "_(): self (", self.scalar_type(),
+                ") and source (", source.scalar_type(), ") must have the same scalar type");
+    const bool in_place = name.ends_with("_");
+    const size_t args = std::string(func) == "index_add" ? 5 : 6;  // without out=
+    const bool out = !in_place && s.size() > args;
+    at::Tensor result = in_place ? self
+                        : out    ? s.back().toTensor()
+                                 : at::empty(self.sizes(), self.options());
+    s.clear();
+    s.emplace_back(result);
+    return true;
+  }
   if (name == "aten::convolution_overrideable") {
     at::Tensor out = at::convolution_symint(T(0), T(1), T(2), s[3].toSymIntVector(),
                                             s[4].toSymIntVector(), s[5].toSymIntVector(),
