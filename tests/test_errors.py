@@ -295,3 +295,16 @@ def test_float8_index_select(device):
     got = x.to(device).index_select(0, torch.tensor([3, 0], device=device))
     assert got.dtype == torch.float8_e4m3fn
     assert torch.equal(got.cpu().float(), x.index_select(0, torch.tensor([3, 0])).float())
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda d: torch.quantize_per_tensor(torch.randn(3, device=d), 0.1, 5, torch.quint8),
+        lambda d: torch._empty_affine_quantized([3], device=d, dtype=torch.quint8),
+        lambda d: torch.quantize_per_tensor(torch.randn(3), 0.1, 5, torch.quint8).to(d),
+    ],
+)
+def test_quantized_tensors_are_refused_clearly(device, survivor, make):
+    with pytest.raises(NotImplementedError, match="tpu does not support quantized tensors"):
+        make(device)

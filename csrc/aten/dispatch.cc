@@ -698,6 +698,13 @@ void BoxedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
   lowering::Rule rule = found.rule;
   OpCall call{op, schema, found.name, {}, 0, false};
   if (rule == nullptr) {
+    // Quantized tensors have no tpu storage format (PyTorch's CUDA backend lacks most of them
+    // too): say so instead of naming one op of many.
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        schema.name().find("quantize") == std::string::npos &&
+            schema.name().find("_affine_quantized") == std::string::npos,
+        "tpu does not support quantized tensors ('", call.name,
+        "'): dequantize them, or quantize on the CPU and move the dequantized result");
     if (CpuFallbackEnabled()) return CpuFallback(op, stack, call.name);
     TORCH_CHECK_NOT_IMPLEMENTED(false, "The operator '", call.name,
                                 "' is not currently implemented for the tpu device. Set ",

@@ -282,4 +282,17 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&BoxedKernel>());
 }
 
+// Quantized tpu tensors (torch.empty_quantized(..., device="tpu"), .to("tpu") of a quantized
+// CPU tensor) have no storage format here; every op on them says so by name.
+void QuantizedKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack*) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu does not support quantized tensors ('",
+                              op.schema().name(),
+                              "'): dequantize them, or quantize on the CPU and move the "
+                              "dequantized result");
+}
+
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&QuantizedKernel>());
+}
+
 }  // namespace tpu::aten
