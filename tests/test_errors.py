@@ -269,6 +269,8 @@ AS_ON_CPU = {
     "unfold_backward step 0": lambda d: torch.ops.aten.unfold_backward(
         torch.ones(3, 2, device=d), [4], 0, 2, 0
     ),
+    "bernoulli_ p out of range": lambda d: torch.zeros(4, device=d).bernoulli_(1.5),
+    "random_ from >= to": lambda d: torch.zeros(4, device=d).random_(5, 2),
     "div trunc complex": lambda d: torch.div(
         torch.ones(3, dtype=torch.complex64, device=d), 2.0, rounding_mode="trunc"
     ),

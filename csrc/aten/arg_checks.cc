@@ -169,6 +169,22 @@ void IndexPutIndices(const Args& a) {
   }
 }
 
+// In-place random fills whose argument checks CPU's kernels make on the host.
+void Bernoulli(const Args& a) {
+  if (!a.Has("p") || !a["p"].isDouble()) return;  // a tensor of probabilities: per element
+  const double p = a["p"].toDouble();
+  TORCH_CHECK(0 <= p && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
+}
+
+void Random(const Args& a) {
+  if (!a.Has("to")) return;
+  const int64_t from = a.Has("from") ? a.Int("from") : 0;
+  if (a["to"].isNone()) return;
+  const int64_t to = a.Int("to");
+  TORCH_CHECK(from < to, "random_ expects 'from' to be less than 'to', but got from=", from,
+              " >= to=", to);
+}
+
 void UnfoldBackward(const Args& a) {
   TORCH_CHECK_VALUE(a.Int("step") > 0, "step is ", a.Int("step"), " but must be > 0");
 }
@@ -204,6 +220,8 @@ ArgumentCheck FindArgumentCheck(const std::string& name) {
       {"aten::index_put", &Run<IndexPutIndices>},
       {"aten::index_put_", &Run<IndexPutIndices>},
       {"aten::_index_put_impl_", &Run<IndexPutIndices>},
+      {"aten::bernoulli_", &Run<Bernoulli>},
+      {"aten::random_", &Run<Random>},
       {"aten::index_fill", &Run<IndexFill>},
       {"aten::index_fill_", &Run<IndexFill>},
       {"aten::unfold_backward", &Run<UnfoldBackward>},
