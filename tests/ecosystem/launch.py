@@ -30,8 +30,9 @@ def run(script: str, *args: str, nproc: int = 0, timeout: int = 300) -> list[dic
         capture_output=True,
         text=True,
         timeout=timeout,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # a crash prints every thread's stack
     )
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, done.stdout[-1000:] + done.stderr[-6000:]
     found = _objects(done.stdout)
     assert len(found) == max(nproc, 1), done.stdout[-3000:]
     return found
