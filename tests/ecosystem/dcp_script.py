@@ -18,10 +18,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 where, path = sys.argv[1], sys.argv[2]
 rank = int(os.environ["LOCAL_RANK"])
-# The default group on tpu (cpu:gloo,tpu:tpu); on CPU, gloo as PyTorch's CPU examples name it.
-# A CPU run with the default group aborted at exit twice in about twelve loaded runs
-# ("terminate called without an active exception", after both ranks printed): see the README.
-dist.init_process_group("gloo" if where == "cpu" else None)
+dist.init_process_group()
 device = torch.device(where, rank) if where != "cpu" else torch.device("cpu")
 if where != "cpu":
     torch.accelerator.set_device_index(rank)
