@@ -160,13 +160,7 @@ Advanced AdvancedIndex(Ctx& c, Value self, const std::vector<Value>& indices, bo
 
 V Index(Ctx& c, bool checked) {
   Value x = c.In("self");
-  const std::vector<Value> indices = c.List("indices");
-  // An indexed dim of size 0 (`empty(10, 0)[[], []]`): XLA refuses a gather's slice of it, and
-  // the result is empty (an index into it would have been refused by the Meta kernel).
-  for (size_t i = 0; i < indices.size() && i < c.T(x).dims.size(); ++i) {
-    if (indices[i] >= 0 && c.T(x).dims[i] == 0) return {Splat(c, 0, c.out[0])};
-  }
-  Advanced a = AdvancedIndex(c, x, indices, checked);
+  Advanced a = AdvancedIndex(c, x, c.List("indices"), checked);
   return {ir::Reshape(c.g, ir::Gather(c.g, x, a.idx, a.index_dims, a.batch_at), c.out[0].dims)};
 }
 
