@@ -41,7 +41,12 @@ def test_masked_assignment_in_torchscript(device):
 
 
 def test_empty_advanced_indices(device):
-    for shape, index in (((3, 0), (torch.tensor([1]),)),):
+    for shape, index in (
+        ((3, 0), (torch.tensor([1]),)),
+        ((10, 0), (torch.tensor([], dtype=torch.long), torch.tensor([], dtype=torch.long))),
+        ((0, 4), (torch.tensor([], dtype=torch.long),)),
+        ((0, 4), ([],)),
+    ):
         want = torch.empty(shape)[index]
         on = tuple(i.to(device) if isinstance(i, torch.Tensor) else i for i in index)
         got = torch.empty(shape, device=device)[on]

@@ -394,7 +394,8 @@ Value Gather(Graph& g, Value x, Value idx, const Dims& index_dims, int64_t batch
   batch.pop_back();
   Dims sizes = xt.dims, out, collapsed = index_dims;
   std::sort(collapsed.begin(), collapsed.end());
-  for (int64_t d : index_dims) sizes[d] = 1;
+  // A dim of size 0 has no slice of 1 (`empty(10, 0)[[], []]`); StableHLO allows 0 there.
+  for (int64_t d : index_dims) sizes[d] = std::min<int64_t>(1, xt.dims[d]);
   for (int64_t i = 0; i < xt.rank(); ++i) {
     if (!std::binary_search(collapsed.begin(), collapsed.end(), i)) out.push_back(xt.dims[i]);
   }
