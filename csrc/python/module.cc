@@ -171,6 +171,14 @@ PYBIND11_MODULE(_C, m) {
     d["live_buffers"] = s.buffers;
     return d;
   });
+  // The live buffers by type, for finding what a leak holds (tests/test_soak.py).
+  m.def("_live_buffers", [](int device) {
+    {
+      py::gil_scoped_release release;
+      eager::Flush(device);
+    }
+    return eager::Client().live_buffers(device);
+  });
   m.def("get_mode", [] { return ModeName(eager::GetMode()); });
   m.def("set_mode", [](const std::string& mode) {
     for (eager::Mode mo : {eager::Mode::kDebug, eager::Mode::kStrict, eager::Mode::kFused}) {

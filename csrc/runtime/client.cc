@@ -250,11 +250,11 @@ bool InForkedChild() { return g_forked.load(std::memory_order_relaxed); }
 
 Buffer::Buffer(Client* client, PJRT_Buffer* raw, DType dtype, std::vector<int64_t> dims, int device)
     : client_(client), raw_(raw), dtype_(dtype), dims_(std::move(dims)), device_(device) {
-  client_->Track(device_, nbytes(), 1);
+  client_->Track(this, device_, nbytes(), 1);
 }
 
 Buffer::~Buffer() {
-  client_->Track(device_, -nbytes(), -1);
+  client_->Track(this, device_, -nbytes(), -1);
   if (InForkedChild()) return;  // the plugin's threads did not survive fork: leave it alone
   Args<PJRT_Buffer_Destroy_Args> args;
   args->buffer = raw_;
@@ -476,9 +476,17 @@ Client::~Client() {
   // plugin, so we leave it to the OS like other PJRT hosts do.
 }
 
-void Client::Track(int device, int64_t delta, int count) {
+void Client::Track(const Buffer* b, int device, int64_t delta, int count) {
   Counters& c = counters_[device];
   c.buffers.fetch_add(count);
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (count > 0) {
+      c.live.insert(b);
+    } else {
+      c.live.erase(b);
+    }
+  }
   int64_t now = c.in_use.fetch_add(delta) + delta;
   int64_t peak = c.peak.load();
   while (now > peak && !c.peak.compare_exchange_weak(peak, now)) {
@@ -492,6 +500,20 @@ int Client::InflightSlots() {
 
 int Client::inflight(int device) const {
   return inflight_ == nullptr ? -1 : inflight_->used(device);
+}
+
+std::map<std::string, int64_t> Client::live_buffers(int device) const {
+  const Counters& c = counters_[device];
+  std::map<std::string, int64_t> out;
+  std::lock_guard<std::mutex> lock(c.mu);
+  for (const Buffer* b : c.live) {
+    std::string t(MlirName(b->dtype()));
+    t += "[";
+    for (size_t i = 0; i < b->dims().size(); ++i)
+      t += (i ? ", " : "") + std::to_string(b->dims()[i]);
+    out[t + "]"]++;
+  }
+  return out;
 }
 
 MemoryStats Client::memory_stats(int device) const {

@@ -5,10 +5,12 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -201,8 +203,10 @@ class Client {
   // Executables loaded in the client now (all devices).
   int64_t loaded_executables() const { return loaded_.load(); }
 
-  // Live-bytes and buffer accounting done by Buffer (`count`: +1 made, -1 destroyed).
-  void Track(int device, int64_t delta, int count);
+  // Live-bytes and buffer accounting done by Buffer (made: +1 and its bytes, destroyed: -1).
+  void Track(const Buffer* b, int device, int64_t delta, int count);
+  // The buffers alive on `device`, counted by type ("f32[16, 40]" -> 3): what a leak is made of.
+  std::map<std::string, int64_t> live_buffers(int device) const;
   // Executable accounting done by Executable.
   void TrackExecutable(int count) { loaded_.fetch_add(count); }
 
@@ -225,6 +229,8 @@ class Client {
     std::atomic<int64_t> in_use{0};
     std::atomic<int64_t> peak{0};
     std::atomic<int64_t> buffers{0};
+    mutable std::mutex mu;
+    std::unordered_set<const Buffer*> live;
   };
   std::atomic<int64_t> loaded_{0};
   std::unique_ptr<Counters[]> counters_;

@@ -146,8 +146,10 @@ TEST(Runtime, MemoryAccountingFollowsBuffers) {
     std::vector<int32_t> data(1000, 7);
     BufferPtr b = TestClient().FromHost(data.data(), DType::kS32, {1000}, 0);
     EXPECT_EQ(TestClient().memory_stats(0).in_use, before + 4000);
+    EXPECT_EQ(TestClient().live_buffers(0)["i32[1000]"], 1);
   }
   EXPECT_EQ(TestClient().memory_stats(0).in_use, before);
+  EXPECT_EQ(TestClient().live_buffers(0).count("i32[1000]"), 0u);
   EXPECT_GT(TestClient().memory_stats(0).limit, 0);
 }
 

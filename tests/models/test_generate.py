@@ -2,6 +2,9 @@
 repeated generation compiles nothing new."""
 
 import copy
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -98,14 +101,7 @@ def test_dynamic_cache_generate_compiles_a_handful_with_bounded_programs(marked)
     generate_three_prompts(copy.deepcopy(model).to("tpu"), model, marked)
 
 
-@pytest.mark.parametrize("dynamic,marked", [(True, False), (True, True), (None, True)])
-def test_dynamic_cache_generate_under_torch_compile(dynamic, marked):
-    """The model's forward compiled with dynamic=True: Dynamo's graphs have symbolic lengths, and a
-    cat along the growing cache is beyond the compiled path's bounded plan (torchtpu/_bounded.py),
-    so they run through fused mode, whose bounded programs serve every length. With automatic
-    dynamic shapes (dynamic=None) Dynamo's first graphs are static; with the prompt marked, those
-    that take a tensor of its length also run through fused mode instead of a capture each (the
-    unmarked case compiles 15 programs on its first call, and is not checked here)."""
+def compiled_three_prompts(dynamic: bool | None, marked: bool) -> None:
     torch._dynamo.reset()
     model = tiny_llama()
     tpu_model = copy.deepcopy(model).to("tpu")
@@ -114,3 +110,29 @@ def test_dynamic_cache_generate_under_torch_compile(dynamic, marked):
         generate_three_prompts(tpu_model, model, marked)
     finally:
         torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("dynamic,marked", [(True, False), (True, True), (None, True)])
+def test_dynamic_cache_generate_under_torch_compile(dynamic, marked):
+    """The model's forward compiled with dynamic=True: Dynamo's graphs have symbolic lengths, and a
+    cat along the growing cache is beyond the compiled path's bounded plan (torchtpu/_bounded.py),
+    so they run through fused mode, whose bounded programs serve every length. With automatic
+    dynamic shapes (dynamic=None) Dynamo's first graphs are static; with the prompt marked, those
+    that take a tensor of its length also run through fused mode instead of a capture each (the
+    unmarked case compiles 15 programs on its first call, and is not checked here).
+
+    In a process of its own: after some orders of the whole suite's tests (CI, and clean-clone
+    make test runs on 2026-12-04 and 05), the second call compiled one program more than in a
+    fresh process, where it never did. Which state carries over is not found yet: not the loop
+    history, the caches and tables at their smallest sizes, size hints of other sizes, or the
+    garbage collector's timing."""
+    script = f"from models.test_generate import compiled_three_prompts as f; f({dynamic}, {marked})"
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
