@@ -149,7 +149,8 @@ def test_outputs_come_back_at_their_length_and_feed_back(device):
 
 def test_layouts_padding_would_move_run_as_before(device):
     """A batch dim before the variable one: XLA would pack the real entries across the batch,
-    which the flat storages do not follow, so the graph is captured per length instead."""
+    which the flat storages do not follow, so the graph has no bounded plan (it is captured at
+    its first length, and runs in fused mode's bounded programs from its second)."""
     w = torch.randn(8, 5)
     f = torch.compile(lambda x, w: torch.softmax(x @ w, 1), backend="tpu")
     before = alive()
@@ -159,6 +160,35 @@ def test_layouts_padding_would_move_run_as_before(device):
         torch.testing.assert_close(got.cpu(), torch.softmax(x @ w, 1), atol=1e-5, rtol=1e-5)
     graphs = graphs_of(before)
     assert graphs and all(g.bounded is None for g in graphs)
+
+
+@pytest.mark.parametrize("how", ["dynamo", "torchtpu", "dynamic=True"])
+def test_a_reduced_dim_that_is_not_outermost_compiles_a_few_programs(device, how):
+    """Softmax, sum and mean over a marked dim 1 of (4, L): no bounded plan (the dim is not
+    outermost), so the graph runs op by op in fused mode once a second length shows that it
+    varies, and fused mode's bounded programs serve the lengths after (8 compiles before)."""
+    f = torch.compile(
+        lambda x: (x.softmax(-1) * 2).sum(-1) + x.mean(-1),
+        backend="tpu",
+        dynamic=True if how == "dynamic=True" else None,
+    )
+    counts = []
+    with torchtpu.mode("fused"):
+        for n in [5, 9, 17, 30, 64, 100, 7, 128]:
+            x = torch.randn(4, n)
+            xt = x.to(device)
+            if how == "dynamo":
+                torch._dynamo.mark_dynamic(xt, 1, min=2, max=128)
+            elif how == "torchtpu":
+                torchtpu.mark_dynamic(xt, 1, min=2, max=128)
+            start = torchtpu.metrics()["compiles"] + torchtpu.metrics()["disk_cache_hits"]
+            got = f(xt).cpu()
+            counts.append(
+                torchtpu.metrics()["compiles"] + torchtpu.metrics()["disk_cache_hits"] - start
+            )
+            want = (x.softmax(-1) * 2).sum(-1) + x.mean(-1)
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert sum(counts) <= 3 and sum(counts[3:]) == 0, counts
 
 
 def test_prefix_of_a_dynamic_dim_and_in_place_writes(device):

@@ -13,8 +13,9 @@ reshaped, so a graph is handled here only when that packing leaves the padded la
 every tensor's dynamic dim is its outermost dim in memory that is not 1 (packed sequences, batch
 1). Other graphs, and those whose results would depend on where the padding sits (a size that is
 not a product of symbols and integers, as a `cat` along a dynamic dim gives; flips, sorts,
-negative or symbolic indices along a dynamic dim; in-place writes to a dynamic input), run as
-before: captured once per shape.
+negative or symbolic indices along a dynamic dim; in-place writes to a dynamic input) are
+captured at their first shape; from their second (in fused mode) they run op by op, and fused
+mode's bounded programs (csrc/eager/bounded.h) serve the sizes after.
 
 Random ops draw for the padded shape, so a bounded graph's dropout masks differ from eager's for
 the same seed (with the same distribution).

@@ -162,6 +162,19 @@ def _hinted(example_inputs: Sequence[Any]) -> bool:
     )
 
 
+def _symbolic(example_inputs: Sequence[Any]) -> bool:
+    """Whether Dynamo traced a size as symbolic: the graph serves more than one shape."""
+    return any(
+        isinstance(x, torch.SymInt)
+        or (isinstance(x, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in x.shape))
+        for x in example_inputs
+    )
+
+
+def _shape_key(inputs: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple(tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in inputs)
+
+
 def _graph_device(example_inputs: Sequence[Any]) -> int | None:
     for x in example_inputs:
         if isinstance(x, torch.Tensor) and x.device.type == "tpu":
@@ -183,6 +196,14 @@ class CompiledGraph:
         # A static graph that takes a marked size runs op by op while the mark lives (_hinted).
         self.hinted = self.device is not None and self.bounded is None and _hinted(example_inputs)
         self._split(self.device is not None and self.bounded is None and not self.hinted)
+        # A symbolic graph the bounded plan refuses is captured per shape, until a second shape
+        # shows the sizes do vary: then it runs op by op in fused mode, whose bounded programs
+        # serve every later size (a softmax over a dim that is not outermost).
+        self.shapes: set[tuple[Any, ...]] | None = (
+            set()
+            if self.bounded is None and self.replayable and _symbolic(example_inputs)
+            else None
+        )
         self.programs: list[Any] = []
         self.bounded_programs: dict[tuple[int, ...], list[Any]] = {}
         self.captures = 0
@@ -205,6 +226,11 @@ class CompiledGraph:
             self._split(True)
         if self.bounded is not None:
             return self._run_bounded(self.bounded, inputs)
+        if self.shapes is not None and self.replayable:
+            self.shapes.add(_shape_key(inputs))
+            if len(self.shapes) > 1 and _C.get_mode() == "fused" and _C._bounded():
+                self.replayable = False
+                self.programs.clear()
         if not self.replayable:
             return _Interpreter(self.gm).run(*inputs)
         host = list(self.host(*inputs)) if self.host is not None else []
