@@ -137,7 +137,9 @@ def test_a_family_with_a_flip_runs_exact_programs(device):
     runs = bounded_runs()
     for n in [9, 14, 21, 30]:
         x = torch.randn(n, 3)
-        torch.testing.assert_close((x.to(device).flip(0) * 2).cumsum(0).cpu(), (x.flip(0) * 2).cumsum(0))
+        torch.testing.assert_close(
+            (x.to(device).flip(0) * 2).cumsum(0).cpu(), (x.flip(0) * 2).cumsum(0)
+        )
     assert bounded_runs() == runs
 
 
@@ -193,8 +195,7 @@ def test_a_mark_that_matches_a_constant_stays_exact(device):
         return prefill(x, wq, wk)
 
     programs, runs = across_lengths(
-        marked, lambda n: (torch.randn(n, 7), wq, wk), [4, 6, 10, 13], device, rtol=1e-4,
-        atol=1e-5
+        marked, lambda n: (torch.randn(n, 7), wq, wk), [4, 6, 10, 13], device, rtol=1e-4, atol=1e-5
     )
     # No more programs than without the mark (two exact at the first length, two fitted from
     # the first two): each guess either is refused or runs in place of an exact program.
@@ -260,6 +261,30 @@ def test_a_bounded_program_keeps_its_donations(device):
     assert new_programs() - programs == 2
 
 
+def test_random_draws_in_a_bounded_program_are_the_exact_programs_draws(device):
+    """Random ops draw for the bound's size in a bounded program; the draws are position-stable
+    (entry k depends on the generator's seed, offset and k only), so the real entries are those
+    an exact program draws: the same seed gives the same values whichever program ran."""
+
+    def draws(n: int) -> list[float]:
+        torch.manual_seed(n)
+        x = torch.empty(n, device=device).uniform_(-1, 1)
+        y = torch.randn(n, device=device)
+        return (x.cumsum(0) + y).tolist() + [(torch.rand(n, device=device) < 0.5).sum().item()]
+
+    lengths = [5, 9, 17, 30, 64, 3]
+    runs = bounded_runs()
+    bounded = [draws(n) for n in lengths]
+    assert bounded_runs() - runs >= len(lengths) - 2  # all but the first two sizes ran bounded
+    torchtpu._C._set_bounded(False)
+    try:
+        exact = [draws(n) for n in lengths]
+    finally:
+        torchtpu._C._set_bounded(True)
+    for b, e in zip(bounded, exact):  # the same draws (a cumsum may round in another order)
+        torch.testing.assert_close(torch.tensor(b), torch.tensor(e), rtol=1e-6, atol=1e-6)
+
+
 def test_debug_output_names_why_a_new_size_compiles_exact():
     """TORCHTPU_FUSED_DEBUG=1 says why a family's program runs exact at a new size, with the
     op's dims as the family's formula writes them (issue 35: BERT's reason was this one)."""
@@ -277,7 +302,11 @@ def test_debug_output_names_why_a_new_size_compiles_exact():
     env = {**os.environ, "TORCHTPU_FUSED_DEBUG": "1", "TORCHTPU_CACHE_DIR": "off",
            "TORCHTPU_MODE": "fused"}  # fmt: skip
     done = subprocess.run(
-        [sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True,
+        [sys.executable, "-c", script],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]

@@ -33,7 +33,6 @@ const std::set<std::string>& Refused() {
   static const std::set<std::string> ops{"stablehlo.reverse",
                                          "stablehlo.sort",
                                          "stablehlo.rng",
-                                         "stablehlo.rng_bit_generator",
                                          "stablehlo.custom_call",
                                          "stablehlo.while",
                                          "stablehlo.case",
