@@ -410,12 +410,15 @@ OpError DescribeFailure(const rt::Error& e, const std::string& what) {
 }
 
 // Scalars a program reads (Python numbers, view offsets) are uploaded once per value and kept
-// while they are reused: an LRU of kKeptScalars. A value enters it on its second use only, so one
-// that changes every step (an offset in a loop over positions, AdamW's bias correction) is not
-// kept, and a training loop's live buffers stay flat once the LRU holds its constants.
-// A value asked for while a buffer of it lives gets that buffer, kept or not: equal scalars of one
-// trace then always share a parameter, so a program's key depends on the values it reads and not
-// on what ran before (a decoding loop run twice reuses the first run's programs).
+// while they are reused: an LRU of kKeptScalars. A value enters it when it is asked for again
+// after its last buffer died: a value that recurs over time (a learning rate, a mask's fill),
+// whatever the timing. One asked for while a buffer of it lives gets that buffer and is not kept,
+// so values used many times in one step and never again (AdamW's bias corrections, an offset in
+// a loop over positions) do not churn the LRU. Keeping on any reuse while alive made the kept
+// set depend on whether the last program holding a value had finished: on a loaded machine
+// constants joined the LRU late, and a training loop's live buffers grew between readings.
+// Sharing a living buffer also means equal scalars of one trace always share a parameter, so a
+// program's key depends on the values it reads and not on what ran before.
 LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
   static const size_t kKeptScalars = rt::EnvCount("TORCHTPU_KEPT_SCALARS", 128);
   static const size_t kMinPrune = rt::EnvCount("TORCHTPU_SCALAR_PRUNE_AT", 1024);
@@ -454,20 +457,21 @@ LazyPtr ScalarBuffer(const void* bits, rt::DType t, int device) {
     a->second.lazy = l;
     return l;
   };
-  if (LazyPtr b = living()) {  // its second use: keep it
+  if (LazyPtr b = living()) return b;
+  lock.unlock();  // the upload runs outside the lock
+  LazyPtr b = Lazy::Of(Client().FromHost(bits, t, {}, device), device);
+  GetMetrics().scalar_uploads++;
+  lock.lock();
+  if (LazyPtr other = living()) return other;  // another thread uploaded it meanwhile
+  // It was here before and died: it recurs, keep it.
+  if (c.alive.contains(key) && !c.kept.contains(key)) {
     c.lru.emplace_front(key, b);
     c.kept.emplace(key, c.lru.begin());
     if (c.lru.size() > kKeptScalars) {
       c.kept.erase(c.lru.back().first);
       c.lru.pop_back();
     }
-    return b;
   }
-  lock.unlock();  // the upload runs outside the lock
-  LazyPtr b = Lazy::Of(Client().FromHost(bits, t, {}, device), device);
-  GetMetrics().scalar_uploads++;
-  lock.lock();
-  if (LazyPtr other = living()) return other;  // another thread uploaded it meanwhile
   c.alive[key] = {b, b->buf};
   if (c.alive.size() > c.prune_at) {
     std::erase_if(c.alive, [](const auto& e) { return e.second.buf.expired(); });
