@@ -25,6 +25,13 @@ def test_a_crash_is_named_and_the_sweep_goes_on(monkeypatch):
     assert result.cases > 10
 
 
+def test_inputs_the_sample_keeps_on_cpu_stay_there():
+    # tensor_split's tensor of split points must be on CPU on every device: moved to tpu, CPU's
+    # own kernel rejects it, and every sample counted as a failure.
+    result = crashes.sweep(max_samples=4, ops={"tensor_split"}, timeout_s=120)
+    assert result.cases >= 8 and result.failures == {}, result.summary()
+
+
 def test_silent_acceptance_is_a_failure_not_ok():
     def op(x: torch.Tensor) -> torch.Tensor:  # accepts on tpu what CPU rejects
         if x.device.type == "cpu":

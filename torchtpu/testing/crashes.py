@@ -72,8 +72,9 @@ def _samples(op: Any, dtype: Any, max_samples: int) -> list[Any]:
     return list(itertools.islice(samples, max_samples) if max_samples else samples)
 
 
-def _run_sample(op: Any, sample: Any) -> str:
-    """'ok', or the cause of a tpu failure where CPU ran or raised another type."""
+def _run_sample(op: Any, sample: Any, pinned: set[int] = frozenset()) -> str:
+    """'ok', or the cause of a tpu failure where CPU ran or raised another type. `pinned`: the
+    sample's tensors that stay on CPU whatever the device (tensor_split's indices)."""
     import torch
     from torch.utils._pytree import tree_map
 
@@ -82,7 +83,7 @@ def _run_sample(op: Any, sample: Any) -> str:
     def run(device: str) -> BaseException | None:
         try:
             torch.manual_seed(0)
-            args = _to_keeping_aliases((sample.input, sample.args, sample.kwargs), device)
+            args = _to_keeping_aliases((sample.input, sample.args, sample.kwargs), device, pinned)
             out = op(args[0], *args[1], **args[2])
             tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, out)
             if device == "tpu":
@@ -117,7 +118,7 @@ def worker(
     import torch
 
     import torchtpu  # noqa: F401
-    from torchtpu.testing.opinfo import op_database
+    from torchtpu.testing.opinfo import _cpu_pinned, op_database
 
     warnings.filterwarnings("ignore")
     crash_op = os.environ.get(CRASH_HOOK)
@@ -135,6 +136,7 @@ def worker(
                 continue
             try:
                 samples = _samples(op, dtype, max_samples if d < ERRORS else 0)
+                pinned = _cpu_pinned(op, dtype, False, samples) if d < ERRORS else []
             except Exception:  # noqa: BLE001, S112 (OpInfo's own generator fails: no case)
                 continue
             for s, sample in enumerate(samples):
@@ -144,7 +146,11 @@ def worker(
                 if crash_op == _key(op) and (d, s) == (0, 0):
                     os.kill(os.getpid(), 11)
                 try:
-                    r = _run_sample(op, sample) if d < ERRORS else _run_error_input(op, sample)
+                    r = (
+                        _run_sample(op, sample, pinned[s])
+                        if d < ERRORS
+                        else _run_error_input(op, sample)
+                    )
                 except BaseException as e:  # noqa: BLE001 (a harness failure is a failure too)
                     r = _cause(e)
                 print("R " + r.replace("\n", " "), flush=True)

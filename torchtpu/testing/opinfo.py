@@ -391,9 +391,10 @@ class ErrorResult:
     failures: list[str] | None = None
 
 
-def _to_keeping_aliases(tree: Any, device: str) -> Any:
-    """Moves the tensors of `tree` to `device`; tensors that share a CPU storage (an out= argument
-    that is a view of an input) share one storage there too, as the same views of it."""
+def _to_keeping_aliases(tree: Any, device: str, pinned: set[int] = frozenset()) -> Any:
+    """Moves the tensors of `tree` to `device`, but for the leaf positions in `pinned` (see
+    _cpu_pinned); tensors that share a CPU storage (an out= argument that is a view of an input)
+    share one storage there too, as the same views of it."""
     if device == "cpu":
         return tree
     bases: dict[tuple[int, torch.dtype], torch.Tensor] = {}
@@ -412,7 +413,8 @@ def _to_keeping_aliases(tree: Any, device: str) -> Any:
         y = bases[key].as_strided(t.shape, t.stride(), t.storage_offset())
         return y.requires_grad_(t.requires_grad) if t.is_floating_point() else y
 
-    return tree_map(move, tree)
+    leaves, spec = tree_flatten(tree)
+    return tree_unflatten([x if i in pinned else move(x) for i, x in enumerate(leaves)], spec)
 
 
 def _raises_as_expected(op: Any, error_input: Any, device: str) -> str | None:
