@@ -67,6 +67,20 @@ def test_index_reduce_and_index_add_over_an_empty_dim(device):
             got = x.to(device).index_reduce_(dim, *on, reduce, include_self=False)
             assert got.shape == want.shape
         assert torch.index_add(x.to(device), dim, *on, alpha=2).shape == x.shape
+    # A source with no rows along dim (PyTorch's test_index_reduce draws 0 of them at times):
+    # self comes back unchanged, in place, out of place and for every reduction.
+    x, index, source = torch.randn(3, 4, 5), torch.zeros(0, dtype=torch.int), torch.randn(3, 4, 0)
+    on = (index.to(device), source.to(device))
+    for include_self in (True, False):
+        for reduce in ("prod", "mean", "amax", "amin"):
+            want = x.clone().index_reduce_(2, index, source, reduce, include_self=include_self)
+            got = x.to(device).index_reduce_(2, *on, reduce, include_self=include_self)
+            assert torch.equal(got.cpu(), want)
+            got = torch.index_reduce(x.to(device), 2, *on, reduce, include_self=include_self)
+            assert torch.equal(got.cpu(), want)
+    assert torch.equal(torch.index_add(x.to(device), 2, *on).cpu(), x)
+    with pytest.raises(RuntimeError, match=r"Number of indices \(1\) should be equal to source"):
+        x.to(device).index_add_(2, torch.zeros(1, dtype=torch.long, device=device), on[1])
     with pytest.raises(RuntimeError, match=r"self \(Float\) and source \(Double\)"):
         torch.zeros(0, 3, device=device).index_add_(
             0, index.to(device), torch.zeros(0, 3).double().to(device)

@@ -206,14 +206,22 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
 bool MetaOverride(const std::string& name, torch::jit::Stack& s) {
   auto T = [&](size_t i) { return s[i].isNone() ? at::Tensor() : s[i].toTensor(); };
   // index_add/index_reduce's Meta kernel selects element 0 of the indexed dim of a meta result
-  // (a TensorIterator check only meta tensors run), which a dim of size 0 does not have: CPU
-  // returns self as it is. The checks that still mean something come first.
+  // and of the source (a TensorIterator check only meta tensors run), which a dim of size 0 does
+  // not have: CPU returns self as it is. The checks that still mean something come first.
   const bool index_func = name == "aten::index_reduce" || name == "aten::index_reduce_" ||
                           name == "aten::index_add" || name == "aten::index_add_";
-  if (index_func && T(0).dim() > 0 &&
-      T(0).size(at::maybe_wrap_dim(s[1].toInt(), T(0).dim())) == 0) {
+  auto empty_along = [&](const at::Tensor& t) {
+    return t.dim() > 0 && t.size(at::maybe_wrap_dim(s[1].toInt(), t.dim())) == 0;
+  };
+  if (index_func && T(0).dim() > 0 && (empty_along(T(0)) || empty_along(T(3)))) {
     const at::Tensor self = T(0), index = T(2), source = T(3);
     const char* func = name.starts_with("aten::index_add") ? "index_add" : "index_reduce";
+    if (empty_along(source)) {
+      const int64_t dim = at::maybe_wrap_dim(s[1].toInt(), source.dim());
+      TORCH_CHECK(index.numel() == 0, func, "_(): Number of indices (", index.numel(),
+                  ") should be equal to source.size(dim): (", source.size(dim),
+                  "), for dim: ", dim);
+    }
     TORCH_CHECK_INDEX(index.dim() <= 1, func,
                       "_(): Index is supposed to be a vector, but got dim: ", index.dim(),
                       " with type: ", index.scalar_type(), " and size: ", index.sizes());
