@@ -253,6 +253,12 @@ AS_ON_CPU = {
     "index_fill 1-d value": lambda d: torch.ones(3, 4, device=d).index_fill_(
         0, _long([0], d), torch.ones(2, device=d)
     ),
+    "index_fill complex value, real self": lambda d: torch.ones(3, 4, device=d).index_fill_(
+        1, _long([0], d), 1 + 1j
+    ),
+    "index_fill complex tensor value": lambda d: torch.ones(3, 4, device=d).index_fill_(
+        1, _long([0], d), torch.tensor(1j, device=d)
+    ),
     "index_put values do not broadcast": lambda d: torch.zeros(5, 4, device=d).index_put_(
         (_long([0, 1], d),), torch.ones(3, 4, device=d)
     ),

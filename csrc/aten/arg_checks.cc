@@ -122,6 +122,11 @@ void IndexFill(const Args& a) {
   }
   at::maybe_wrap_dim(a.Int("dim"), std::max<int64_t>(self.dim(), 1));
   TORCH_CHECK(index.dim() <= 1, "Index has to be a vector/scalar");
+  const c10::IValue& value = a["value"];
+  const bool complex = value.isTensor() ? at::isComplexType(value.toTensor().scalar_type())
+                                        : value.toScalar().isComplex();
+  TORCH_CHECK(!complex || at::isComplexType(self.scalar_type()),
+              "index_fill_(): Converting complex Scalar to non-complex type is not supported");
 }
 
 // Rounding divisions of complex numbers: CPU's kernels have no complex dtypes (XLA would round
