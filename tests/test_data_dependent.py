@@ -134,3 +134,5 @@ def test_nonzero_into_an_out_tensor_as_on_cpu():
     assert torch.equal(out.cpu(), torch.nonzero(x))
     with pytest.raises(RuntimeError, match="Expected out tensor to have scalar type Long"):
         torch.nonzero(x.to(DEV), out=torch.empty(0, device=DEV))
+    with pytest.raises(RuntimeError, match="on the same device"):  # as CUDA: no silent copy
+        torch.nonzero(x.to(DEV), out=torch.empty(0, dtype=torch.long))

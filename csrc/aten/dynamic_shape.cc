@@ -109,6 +109,9 @@ at::Tensor& NonzeroOut(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK(out.scalar_type() == at::kLong,
               "nonzero: Expected out tensor to have scalar type Long but got scalar type",
               out.scalar_type());
+  TORCH_CHECK(self.device() == out.device(),
+              "expected self and out to be on the same device, but got out on ", out.device(),
+              " and self on ", self.device());
   at::Tensor r = Nonzero(self);
   at::native::resize_output(out, r.sizes());
   out.copy_(r);
