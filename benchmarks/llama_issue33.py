@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
 
 import torch
 import transformers as hf
+from llama_train import alternating_rounds
 
 import torchtpu
 
@@ -56,22 +56,6 @@ def losses(device: str, mode: str | None, compiled: bool, steps: int) -> list[fl
     return [step() for _ in range(steps)]
 
 
-def alternating(steps: dict[str, Callable[[], float]], n: int, rounds: int) -> dict[str, float]:
-    """Median seconds per step of each, in rounds that alternate between them."""
-    for step in steps.values():  # warm-up: compiles
-        for _ in range(3):
-            step()
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(rounds):
-        for name, step in steps.items():
-            torch.tpu.synchronize()
-            t = time.perf_counter()
-            for _ in range(n):
-                step()
-            times[name].append((time.perf_counter() - t) / n)
-    return {name: statistics.median(ts) for name, ts in times.items()}
-
-
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=6)
@@ -92,28 +76,22 @@ def main() -> None:
 
     torchtpu.set_mode("fused")
     step = step_fn("tpu")
-    times: dict[bool, list[float]] = {True: [], False: []}
-    peaks: dict[bool, list[int]] = {True: [], False: []}
-    for on in (True, False):  # warm-up: each setting compiles its own programs
+    peaks = {}
+    for on in (True, False):  # warm-up (each setting compiles its own programs) and peak memory
         torchtpu._C._set_donation(on)
-        for _ in range(3):
+        step()  # the first step after a switch still holds the other setting's buffers
+        torch.tpu.reset_peak_memory_stats()
+        for _ in range(args.steps):
             step()
-    for _ in range(args.rounds):
-        for on in (True, False):
-            torchtpu._C._set_donation(on)
-            step()  # the first step after a switch still holds the other setting's buffers
-            torch.tpu.reset_peak_memory_stats()
-            t = time.perf_counter()
-            for _ in range(args.steps):
-                step()
-            times[on].append((time.perf_counter() - t) / args.steps)
-            peaks[on].append(torch.tpu.max_memory_allocated())
+        peaks[on] = torch.tpu.max_memory_allocated()
+    switch = {on: (lambda on=on: (torchtpu._C._set_donation(on), step()), step) for on in peaks}
+    times = alternating_rounds(switch, args.steps, args.rounds)
     torchtpu._C._set_donation(True)
     print(f"donation, fused mode, median of {args.rounds} alternating rounds of {args.steps} steps")
     for on in (True, False):
         print(
             f"donation {'on ' if on else 'off'}: {statistics.median(times[on]) * 1e3:7.1f} ms/step,"
-            f" peak {max(peaks[on]) / 2**20:7.1f} MiB"
+            f" peak {peaks[on] / 2**20:7.1f} MiB"
         )
 
     variants = {
@@ -121,10 +99,13 @@ def main() -> None:
         "fused=True": step_fn("tpu", fused=True),
         "for-loop": step_fn("tpu", foreach=False),
     }
-    medians = alternating(variants, args.steps, args.rounds)
+    for step in variants.values():  # warm-up: compiles
+        for _ in range(3):
+            step()
+    times = alternating_rounds({k: (v, v) for k, v in variants.items()}, args.steps, args.rounds)
     print(f"AdamW variants, fused mode, median of {args.rounds} alternating rounds")
-    for name, t in medians.items():
-        print(f"{name:20s} {t * 1e3:7.1f} ms/step")
+    for name, t in times.items():
+        print(f"{name:20s} {statistics.median(t) * 1e3:7.1f} ms/step")
 
 
 if __name__ == "__main__":
