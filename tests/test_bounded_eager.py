@@ -311,3 +311,33 @@ def test_debug_output_names_why_a_new_size_compiles_exact():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "runs exact at a new size: a reshape that moves padding, [4, s] to [4s]" in done.stderr
+
+
+def test_layer_norm_and_index_checks_over_a_sized_dim(device):
+    """Issue 35's BERT: native_layer_norm's composite kernel computed its statistics as a flat
+    [4n] that the backward reshaped to [4, n] (padding moved), and an index check's lower bound
+    -n fitted no formula whose constants could not shrink. Both now run bounded."""
+    torch.manual_seed(0)
+    norm = torch.nn.LayerNorm(32)
+    tpu_norm = copy.deepcopy(norm).to(device)
+    programs, runs = new_programs(), bounded_runs()
+    lengths = [20, 27, 9, 31]
+    for n in lengths:
+        x = torch.randn(4, n, 32)
+        pick = torch.randperm(n)
+        for m, dev in ((norm, "cpu"), (tpu_norm, device)):
+            m.zero_grad()
+            xd = x.to(dev).detach().requires_grad_()
+            out = m(xd)[:, pick.to(dev)]
+            (out * out).sum().backward()
+            if dev == "cpu":
+                want = (out.detach(), xd.grad, [p.grad for p in m.parameters()])
+            else:
+                torch.testing.assert_close(out.cpu(), want[0])
+                torch.testing.assert_close(xd.grad.cpu(), want[1], rtol=1e-4, atol=1e-5)
+                for got, ref in zip(m.parameters(), want[2]):
+                    torch.testing.assert_close(got.grad.cpu(), ref, rtol=1e-4, atol=1e-5)
+    # Two flushes per length (the forward, read; the backward): the first length's run exact
+    # programs, every later length's the two bounded programs of one bound.
+    assert bounded_runs() - runs == 2 * (len(lengths) - 1)
+    assert new_programs() - programs == 4

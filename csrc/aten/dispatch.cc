@@ -239,6 +239,22 @@ bool MetaOverride(const std::string& name, torch::jit::Stack& s) {
     s.emplace_back(result);
     return true;
   }
+  if (name == "aten::native_layer_norm") {
+    // The Meta kernel types the statistics float32 for every reduced-precision input; CPU keeps
+    // the input's dtype unless the weight or bias is float32 (mixed).
+    const at::Tensor x = T(0), w = T(2), b = T(3);
+    auto [y, mean, rstd] =
+        at::native_layer_norm_symint(x, s[1].toSymIntVector(), w, b, s[4].toDouble());
+    const bool mixed = at::isReducedFloatingType(x.scalar_type()) &&
+                       ((w.defined() && w.scalar_type() == at::kFloat) ||
+                        (b.defined() && b.scalar_type() == at::kFloat));
+    const at::ScalarType stat = mixed ? at::kFloat : x.scalar_type();
+    s.clear();
+    s.emplace_back(y);
+    s.emplace_back(at::empty(mean.sizes(), mean.options().dtype(stat)));
+    s.emplace_back(at::empty(rstd.sizes(), rstd.options().dtype(stat)));
+    return true;
+  }
   if (name == "aten::convolution_overrideable") {
     at::Tensor out = at::convolution_symint(T(0), T(1), T(2), s[3].toSymIntVector(),
                                             s[4].toSymIntVector(), s[5].toSymIntVector(),

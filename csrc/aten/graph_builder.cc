@@ -158,7 +158,9 @@ void GraphBuilder::Write(const at::Tensor& t, Value v) {
   Value result;
   if (lowering::IsWholeContiguous(s, elems) &&
       static_cast<int64_t>(t.storage().nbytes()) == elems * t.element_size()) {
-    result = v;  // the buffer takes the tensor's shape
+    // The buffer takes the tensor's shape, whatever shape the rule computed it in: a bounded
+    // program pads a [8, s, 1] buffer along s, a flat [8s] one only at its end.
+    result = ir::Reshape(g, v, s.sizes);
   } else {
     s.offset_value = Scalar(s.offset);
     Value flat = lowering::WriteView(g, Base(t, s.dtype), s, v);

@@ -269,10 +269,14 @@ void FillScalar(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::ji
 
 }  // namespace
 
-// Ops whose default kernel raises "not implemented for this backend": route them to the
-// boxed kernel explicitly (the backend fallback is only used when no kernel exists).
+// Ops whose default kernel raises "not implemented for this backend", or decomposes them worse
+// than their rule: route them to the boxed kernel explicitly (the backend fallback is only used
+// when no kernel exists).
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name : {"convolution_overrideable", "convolution_backward_overrideable"}) {
+  // native_layer_norm's composite kernel runs batch norm on a [1, rows, cols] view, whose flat
+  // statistics a bounded program cannot pad along the rows' sized dim.
+  for (const char* name :
+       {"convolution_overrideable", "convolution_backward_overrideable", "native_layer_norm"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&BoxedKernel>());
   }
   m.impl("fill_.Scalar", torch::CppFunction::makeFromBoxedFunction<&FillScalar>());

@@ -254,7 +254,7 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
       if (sizes == fam.first) return exact();
       fam.guessed = -1;
       fam.least_bound = 0;
-      fam.refused = !fit(ir::FitSizes(fam.first, sizes));
+      fam.refused = !fit(ir::FitSizes(fam.first, sizes, ir::DimCount(g)));
       if (fam.refused) {
         SaysExact(g, fam.why);
         return exact();

@@ -1,6 +1,7 @@
 #include "ir/size_family.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <utility>
@@ -57,6 +58,15 @@ Value ReshapeSource(const Graph& g, const std::vector<int32_t>& producer, Value 
     v = g.nodes[producer[v]].operands[0];
   }
   return v;
+}
+
+// A scatter of one operand whose region adds each update to its entry (index_put with
+// accumulate, embedding's and index_select's backward).
+bool AddsUpdates(const Node& n) {
+  if (n.op != "stablehlo.scatter" || n.operands.size() != 3 || n.regions.size() != 1) return false;
+  const Graph& r = *n.regions[0];
+  return r.nodes.size() == 1 && r.nodes[0].op == "stablehlo.add" && r.results.size() == 1 &&
+         r.results[0] == r.nodes[0].results[0] && r.params.size() == 2;
 }
 
 std::vector<int32_t> Producers(const Graph& g) {
@@ -173,16 +183,22 @@ std::vector<int64_t> Sizes(const Graph& g) {
   return out;
 }
 
-std::optional<SizeFormula> FitSizes(const std::vector<int64_t>& x, const std::vector<int64_t>& y) {
+std::optional<SizeFormula> FitSizes(const std::vector<int64_t>& x, const std::vector<int64_t>& y,
+                                    size_t dims) {
   if (x.size() != y.size()) return std::nullopt;
   SizeFormula f;
   f.sizes.resize(x.size());
+  // The symbol is the dim that changes least (a flat [1024 s] may come before the [8, s, 128] it
+  // is reshaped to), or the first constant that changes when no dim does.
   size_t first = x.size();
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (x[i] != y[i]) {
-      first = i;
-      break;
-    }
+  auto least = [&](size_t i) {
+    return first == x.size() || std::abs(y[i] - x[i]) < std::abs(y[first] - x[first]);
+  };
+  for (size_t i = 0; i < std::min(dims, x.size()); ++i) {
+    if (x[i] != y[i] && least(i)) first = i;
+  }
+  for (size_t i = dims; i < x.size() && first == x.size(); ++i) {
+    if (x[i] != y[i]) first = i;
   }
   if (first == x.size()) return std::nullopt;  // the same program
   const int64_t ds = y[first] - x[first];
@@ -190,10 +206,11 @@ std::optional<SizeFormula> FitSizes(const std::vector<int64_t>& x, const std::ve
     const int64_t d = y[i] - x[i];
     if (d % ds != 0) return std::nullopt;
     const int64_t a = d / ds;
-    if (a < 0) return std::nullopt;  // a size that shrinks as the others grow
+    if (a < 0 && i < dims) return std::nullopt;  // a dim that shrinks as the others grow
     f.sizes[i] = {a, x[i] - a * x[first]};
   }
   f.symbol = first;
+  f.dims = dims;
   return f;
 }
 
@@ -335,9 +352,10 @@ std::string WhyNotBounded(const Graph& g, const SizeFormula& f) {
         return "a reshape that moves padding, " + Written(from) + " to " + Written(to);
       }
     }
-    // An update of a sized window writes its padding past the real window.
+    // An update of a sized window writes its padding past the real window; a scatter that adds
+    // its updates adds zeros there (Bounded zeroes their padding).
     if ((n.op == "stablehlo.dynamic_update_slice" || n.op == "stablehlo.scatter") &&
-        sized(n.operands.back())) {
+        sized(n.operands.back()) && !AddsUpdates(n)) {
       return n.op + " of a sized update";
     }
   }
@@ -388,6 +406,18 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
     }
     return v;
   };
+  // v (g's value `of`) with zeros in the padding of each sized dim.
+  auto ZeroPadding = [&](Value v, Value of) {
+    const Type& t = b.type(v);
+    for (size_t i = at[of]; i < at[of + 1]; ++i) {
+      if (f.sizes[i].a == 0) continue;
+      const int64_t d = static_cast<int64_t>(i - at[of]);
+      const Value real = BroadcastInDim(b, Real(f.sizes[i]), t.dims, {});
+      const Value in = Compare(b, Iota(b, Type{DType::kS32, t.dims}, d), real, "LT");
+      v = Select(b, in, v, Constant(b, 0, t.dtype, t.dims));
+    }
+    return v;
+  };
   // v with zeros after its entries, `hi` along each dim (v itself when none).
   auto PadAfter = [&](Value v, const Dims& hi) {
     if (std::all_of(hi.begin(), hi.end(), [](int64_t h) { return h == 0; })) return v;
@@ -431,6 +461,8 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
     }
     if (n.op == "stablehlo.reshape")
       copy.operands[0] = map[ReshapeSource(g, producer, n.operands[0])];
+    if (n.op == "stablehlo.scatter")
+      copy.operands.back() = ZeroPadding(copy.operands.back(), n.operands.back());
     for (Value r : n.results) {
       Type t = g.type(r);
       for (size_t i = at[r]; i < at[r + 1]; ++i) t.dims[i - at[r]] = f.sizes[i].At(bound);

@@ -34,8 +34,10 @@ struct SizeFormula {
 };
 
 // The formula through two programs' sizes (equal counts), when every size that differs is an
-// integer multiple of the first one that differs, plus a constant, and none shrinks as s grows.
-std::optional<SizeFormula> FitSizes(const std::vector<int64_t>& x, const std::vector<int64_t>& y);
+// integer multiple of the one that differs least, plus a constant, and no dim (the first `dims`
+// sizes) shrinks as s grows. A constant may: -s is an index check's lower bound.
+std::optional<SizeFormula> FitSizes(const std::vector<int64_t>& x, const std::vector<int64_t>& y,
+                                    size_t dims);
 // The formula of a family seen once, given that `size` is a size that varies (a dim marked
 // dynamic): each size equal to it is s; a dim that an op makes may be k*s or s+1 (merged rows,
 // one more row) and a constant k*s (a stride); other sizes are constants. One size cannot
@@ -64,7 +66,7 @@ int64_t Capacity(const Affine& f, int64_t bound);
 
 // Whether g can be bounded: ops whose results depend on where padding sits (reversals, sorts,
 // random draws, collectives, custom calls, loops) or that would write padding over real data
-// (updates of a sized window), reshapes that would move padding, and values with two sized dims
+// (updates of a sized window, but for a scatter that adds them), reshapes that would move padding, and values with two sized dims
 // that reach an op not checked with two are refused. Returns the reason, or "" when it can.
 std::string WhyNotBounded(const Graph& g, const SizeFormula& f);
 

@@ -19,22 +19,27 @@ using tpu::testing::TestClient;
 
 Graph Member(int64_t s, const std::vector<int64_t>& then);
 
-TEST(FitSizes, EverySizeAsAMultipleOfTheFirstThatDiffers) {
-  std::optional<SizeFormula> f = FitSizes({2, 5, 6, 40, 8}, {2, 7, 8, 56, 8});
+TEST(FitSizes, EverySizeAsAMultipleOfTheOneThatChangesLeast) {
+  std::optional<SizeFormula> f = FitSizes({2, 40, 5, 6, 8}, {2, 56, 7, 8, 8}, 5);
   ASSERT_TRUE(f.has_value());
-  EXPECT_EQ(f->symbol, 1u);
+  EXPECT_EQ(f->symbol, 2u);  // s, not the flat 8 s before it
+  EXPECT_EQ(f->dims, 5u);
   EXPECT_EQ(f->sizes[0].a, 0);
-  EXPECT_EQ(f->sizes[2].At(9), 10);  // s + 1
-  EXPECT_EQ(f->sizes[3].At(9), 72);  // 8 s
-  EXPECT_EQ(SymbolOf(*f, {2, 9, 10, 72, 8}), 9);
-  EXPECT_FALSE(SymbolOf(*f, {2, 9, 11, 72, 8}).has_value());  // not a member
-  EXPECT_FALSE(FitSizes({4, 6}, {4, 6}).has_value());         // the same program
-  EXPECT_FALSE(FitSizes({4, 6}, {6, 9}).has_value());         // 3/2 is not whole
-  EXPECT_FALSE(FitSizes({4, 9}, {6, 7}).has_value());         // shrinks as s grows
+  EXPECT_EQ(f->sizes[1].At(9), 72);  // 8 s
+  EXPECT_EQ(f->sizes[3].At(9), 10);  // s + 1
+  EXPECT_EQ(SymbolOf(*f, {2, 72, 9, 10, 8}), 9);
+  EXPECT_FALSE(SymbolOf(*f, {2, 72, 9, 11, 8}).has_value());  // not a member
+  EXPECT_FALSE(FitSizes({4, 6}, {4, 6}, 2).has_value());      // the same program
+  EXPECT_FALSE(FitSizes({4, 6}, {6, 9}, 2).has_value());      // 3/2 is not whole
+  EXPECT_FALSE(FitSizes({4, 9}, {6, 7}, 2).has_value());      // a dim shrinks as s grows
+  // A constant may: -s, an index check's lower bound.
+  std::optional<SizeFormula> check = FitSizes({4, -4}, {6, -6}, 1);
+  ASSERT_TRUE(check.has_value());
+  EXPECT_EQ(check->sizes[1].At(9), -9);
 }
 
 TEST(FitSizes, BoundsArePowersOfTwoThatHoldEverySize) {
-  SizeFormula f = *FitSizes({5, 6}, {7, 8});  // s and s + 1
+  SizeFormula f = *FitSizes({5, 6}, {7, 8}, 2);  // s and s + 1
   f.dims = 2;
   EXPECT_EQ(BoundFor(f, 5), MinBound());
   EXPECT_EQ(BoundFor(f, MinBound() - 1), MinBound());
@@ -44,7 +49,7 @@ TEST(FitSizes, BoundsArePowersOfTwoThatHoldEverySize) {
 
 TEST(FitSizes, WideBoundsOnlyWhileTheyCostLittle) {
   Graph small = Member(3, {}), big = Member(5, {});
-  SizeFormula f = *FitSizes(Sizes(small), Sizes(big));
+  SizeFormula f = *FitSizes(Sizes(small), Sizes(big), DimCount(small));
   f.dims = DimCount(small);
   EXPECT_EQ(BoundFor(small, f, 5), WideBound());  // a MiB of slack covers these few elements
   Graph wide;  // 2^18 elements per unit of s: the bound stays the smallest that holds s
@@ -78,7 +83,7 @@ TEST(GuessSizes, OneMemberAndTheSizeThatVaries) {
   Graph a = Guessable(5), b = Guessable(7);
   std::optional<SizeFormula> guess = GuessSizes(a, 5);
   ASSERT_TRUE(guess.has_value());
-  EXPECT_EQ(guess->sizes, FitSizes(Sizes(a), Sizes(b))->sizes);  // s, s + 1 and 4 s
+  EXPECT_EQ(guess->sizes, FitSizes(Sizes(a), Sizes(b), DimCount(a))->sizes);  // s, s + 1 and 4 s
   EXPECT_EQ(SymbolOf(*guess, Sizes(b)), 7);
   // A constant that equals the size is taken for it: the guess then fits no other member.
   std::optional<SizeFormula> wrong = GuessSizes(a, 4);
@@ -96,7 +101,7 @@ TEST(Bounded, ReshapesThatWouldMovePaddingAreRefused) {
     };
     Graph a = Member(3, then(3)), b = Member(5, then(5));
     ASSERT_EQ(ShapelessHash(a), ShapelessHash(b));
-    SizeFormula f = *FitSizes(Sizes(a), Sizes(b));
+    SizeFormula f = *FitSizes(Sizes(a), Sizes(b), DimCount(a));
     f.dims = DimCount(a);
     EXPECT_EQ(WhyNotBounded(a, f).empty(), !merge_outer) << WhyNotBounded(a, f);
   }
@@ -118,7 +123,7 @@ Graph TwoSized(int64_t s, bool contract) {
 TEST(Bounded, TwoSizedDimsGoOnlyToOpsCheckedWithThem) {
   for (bool contract : {false, true}) {
     Graph a = TwoSized(3, contract), b = TwoSized(5, contract);
-    SizeFormula f = *FitSizes(Sizes(a), Sizes(b));
+    SizeFormula f = *FitSizes(Sizes(a), Sizes(b), DimCount(a));
     f.dims = DimCount(a);
     // XLA merges a dot's free dims into one: two sized dims merged so gave wrong results.
     EXPECT_EQ(WhyNotBounded(a, f), contract ? "a dot over two sized free dims" : "");
@@ -127,7 +132,7 @@ TEST(Bounded, TwoSizedDimsGoOnlyToOpsCheckedWithThem) {
 
 TEST(Bounded, OneProgramCountsOnlyRealEntries) {
   Graph a = Member(3, {}), b = Member(5, {});
-  SizeFormula f = *FitSizes(Sizes(a), Sizes(b));
+  SizeFormula f = *FitSizes(Sizes(a), Sizes(b), DimCount(a));
   f.dims = DimCount(a);
   ASSERT_EQ(WhyNotBounded(a, f), "");
   const int64_t bound = BoundFor(f, 100);  // 128: it holds every s below
