@@ -69,6 +69,18 @@ bool AddsUpdates(const Node& n) {
          r.results[0] == r.nodes[0].results[0] && r.params.size() == 2;
 }
 
+// Per value: whether something other than a reshape takes it (a chain of reshapes folds into
+// its last one).
+std::vector<char> TakenByOtherThanReshapes(const Graph& g) {
+  std::vector<char> used(g.types.size(), 0);
+  for (const Node& n : g.nodes) {
+    if (n.op == "stablehlo.reshape") continue;
+    for (Value o : n.operands) used[o] = 1;
+  }
+  for (Value r : g.results) used[r] = 1;
+  return used;
+}
+
 std::vector<int32_t> Producers(const Graph& g) {
   std::vector<int32_t> producer(g.types.size(), -1);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -314,18 +326,6 @@ int64_t BoundFor(const Graph& g, const SizeFormula& f, int64_t s) {
   return bound;
 }
 
-// Dims as the debug output writes them: [8, 2s+1, 64].
-std::string Written(const std::vector<Affine>& dims) {
-  std::string out = "[";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    const Affine& d = dims[i];
-    std::string t = d.a == 0 ? "" : (d.a == 1 ? "s" : std::to_string(d.a) + "s");
-    if (d.b != 0 || d.a == 0) t += (d.a != 0 && d.b > 0 ? "+" : "") + std::to_string(d.b);
-    out += (i ? ", " : "") + t;
-  }
-  return out + "]";
-}
-
 std::string WhyNotBounded(const Graph& g, const SizeFormula& f) {
   std::vector<size_t> at = SizeOffsets(g);
   auto sized = [&](Value v) {
@@ -334,24 +334,9 @@ std::string WhyNotBounded(const Graph& g, const SizeFormula& f) {
     }
     return false;
   };
-  const std::vector<int32_t> producer = Producers(g);
-  // Reshapes whose value something other than a reshape takes (the rest fold into it).
-  std::vector<char> used(g.types.size(), 0);
-  for (const Node& n : g.nodes) {
-    if (n.op == "stablehlo.reshape") continue;
-    for (Value o : n.operands) used[o] = 1;
-  }
-  for (Value r : g.results) used[r] = 1;
   for (const Node& n : g.nodes) {
     if (std::string why = TwoSizedDims(g, f, at, n); !why.empty()) return why;
     if (Refused().count(n.op) != 0) return n.op;
-    if (n.op == "stablehlo.reshape" && used[n.results[0]]) {
-      const auto from = DimFormulas(f, at, ReshapeSource(g, producer, n.operands[0]));
-      const auto to = DimFormulas(f, at, n.results[0]);
-      if (!KeepsPadding(from, to)) {
-        return "a reshape that moves padding, " + Written(from) + " to " + Written(to);
-      }
-    }
     // An update of a sized window writes its padding past the real window; a scatter that adds
     // its updates adds zeros there (Bounded zeroes their padding).
     if ((n.op == "stablehlo.dynamic_update_slice" || n.op == "stablehlo.scatter") &&
@@ -377,6 +362,7 @@ std::vector<std::vector<int64_t>> CapacityDims(const Graph& g, const SizeFormula
 Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
   std::vector<size_t> at = SizeOffsets(g);
   const std::vector<int32_t> producer = Producers(g);
+  const std::vector<char> used = TakenByOtherThanReshapes(g);
   Graph b;
   std::vector<Value> map(g.types.size(), -1);
   std::vector<Value> params;
@@ -405,6 +391,41 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
                 "dimension = " + std::to_string(d) + " : i64");
     }
     return v;
+  };
+  // A reshape of v (g's value `src`) into g's value `dst` that moves padding: [8, s, 128] to
+  // [8s, 128] puts row (i, j) at i*s + j, which depends on s. XLA's dynamic padder would repack
+  // it; here the program computes where each row of the result comes from and gathers it from v
+  // by its coordinates (all within v's real entries, so XLA reads them as they are). Rows past
+  // the real ones take any row: they are padding.
+  auto Repacked = [&](Value v, Value src, Value dst) {
+    const std::vector<Affine> from = DimFormulas(f, at, src), to = DimFormulas(f, at, dst);
+    // The trailing dims both sides share, none of them sized, are taken whole.
+    size_t kf = from.size(), kt = to.size();
+    while (kf > 0 && kt > 0 && from[kf - 1].a == 0 && from[kf - 1] == to[kt - 1]) --kf, --kt;
+    Dims rows;
+    for (size_t j = 0; j < kt; ++j) rows.push_back(to[j].At(bound));
+    auto real = [&](const Affine& d) {
+      const Value r = d.a == 0 ? Constant(b, static_cast<double>(d.b), DType::kS32) : Real(d);
+      return BroadcastInDim(b, r, rows, {});
+    };
+    // Each row's index among the real rows, then its coordinates in v.
+    Value logical = Constant(b, 0, DType::kS32, rows);
+    for (size_t j = 0; j < kt; ++j) {
+      logical = Binary(b, "stablehlo.multiply", logical, real(to[j]));
+      logical = Binary(b, "stablehlo.add", logical,
+                       Iota(b, Type{DType::kS32, rows}, static_cast<int64_t>(j)));
+    }
+    Dims one = rows, index_dims;
+    one.push_back(1);
+    std::vector<Value> coords(kf);
+    for (size_t i = kf; i-- > 0;) {
+      const Value r = real(from[i]);
+      coords[i] = Reshape(b, Binary(b, "stablehlo.remainder", logical, r), one);
+      logical = Binary(b, "stablehlo.divide", logical, r);
+      index_dims.insert(index_dims.begin(), static_cast<int64_t>(i));
+    }
+    const Value where = Convert(b, Concat(b, coords, static_cast<int64_t>(kt)), DType::kS64);
+    return Gather(b, v, where, index_dims, 0);
   };
   // v (g's value `of`) with zeros in the padding of each sized dim.
   auto ZeroPadding = [&](Value v, Value of) {
@@ -459,8 +480,15 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
       }
       copy.operands[0] = PadAfter(copy.operands[0], hi);
     }
-    if (n.op == "stablehlo.reshape")
-      copy.operands[0] = map[ReshapeSource(g, producer, n.operands[0])];
+    if (n.op == "stablehlo.reshape") {
+      if (!used[n.results[0]]) continue;  // the reshape that takes it reads its source
+      const Value src = ReshapeSource(g, producer, n.operands[0]);
+      if (!KeepsPadding(DimFormulas(f, at, src), DimFormulas(f, at, n.results[0]))) {
+        map[n.results[0]] = Mark(Repacked(map[src], src, n.results[0]), n.results[0]);
+        continue;
+      }
+      copy.operands[0] = map[src];
+    }
     if (n.op == "stablehlo.scatter")
       copy.operands.back() = ZeroPadding(copy.operands.back(), n.operands.back());
     for (Value r : n.results) {
