@@ -144,6 +144,13 @@ std::vector<Affine> DimFormulas(const SizeFormula& f, const std::vector<size_t>&
           f.sizes.begin() + static_cast<ptrdiff_t>(at[v + 1])};
 }
 
+bool Sized(const SizeFormula& f, const std::vector<size_t>& at, Value v) {
+  for (size_t i = at[v]; i < at[v + 1]; ++i) {
+    if (f.sizes[i].a != 0) return true;
+  }
+  return false;
+}
+
 // Values with two sized dims go only to ops checked with them on XLA:CPU: elementwise ops,
 // broadcasts, transposes, reductions, reshapes (KeepsPadding allows one sized dim per group),
 // and dots whose operands have at most one sized free dim each. XLA merges a dot's free dims
@@ -159,8 +166,10 @@ std::string TwoSizedDims(const Graph& g, const SizeFormula& f, const std::vector
     wide |= count > 1;
   }
   if (!wide) return "";
-  static const std::set<std::string> moving{"stablehlo.broadcast_in_dim", "stablehlo.transpose",
-                                            "stablehlo.reduce", "stablehlo.reshape"};
+  // (Bounded masks the updates of scatters and dynamic_update_slices along every sized dim.)
+  static const std::set<std::string> moving{
+      "stablehlo.broadcast_in_dim", "stablehlo.transpose", "stablehlo.reduce",
+      "stablehlo.reshape",          "stablehlo.scatter",   "stablehlo.dynamic_update_slice"};
   if (moving.count(n.op) != 0) return "";
   if (n.op == "stablehlo.dot_general") {
     for (const char* side : {"lhs", "rhs"}) {
@@ -328,19 +337,13 @@ int64_t BoundFor(const Graph& g, const SizeFormula& f, int64_t s) {
 
 std::string WhyNotBounded(const Graph& g, const SizeFormula& f) {
   std::vector<size_t> at = SizeOffsets(g);
-  auto sized = [&](Value v) {
-    for (size_t i = at[v]; i < at[v + 1]; ++i) {
-      if (f.sizes[i].a != 0) return true;
-    }
-    return false;
-  };
   for (const Node& n : g.nodes) {
     if (std::string why = TwoSizedDims(g, f, at, n); !why.empty()) return why;
     if (Refused().count(n.op) != 0) return n.op;
-    // An update of a sized window writes its padding past the real window; a scatter that adds
-    // its updates adds zeros there (Bounded zeroes their padding).
-    if ((n.op == "stablehlo.dynamic_update_slice" || n.op == "stablehlo.scatter") &&
-        sized(n.operands.back()) && !AddsUpdates(n)) {
+    // A scatter that adds its updates adds zeros for their padding (Bounded zeroes it); other
+    // scatters would write it. (A dynamic_update_slice keeps its base where its update's
+    // padding lands: Bounded.)
+    if (n.op == "stablehlo.scatter" && Sized(f, at, n.operands.back()) && !AddsUpdates(n)) {
       return n.op + " of a sized update";
     }
   }
@@ -397,8 +400,7 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
   // it; here the program computes where each row of the result comes from and gathers it from v
   // by its coordinates (all within v's real entries, so XLA reads them as they are). Rows past
   // the real ones take any row: they are padding.
-  auto Repacked = [&](Value v, Value src, Value dst) {
-    const std::vector<Affine> from = DimFormulas(f, at, src), to = DimFormulas(f, at, dst);
+  auto Repacked = [&](Value v, const std::vector<Affine>& from, const std::vector<Affine>& to) {
     // The trailing dims both sides share, none of them sized, are taken whole.
     size_t kf = from.size(), kt = to.size();
     while (kf > 0 && kt > 0 && from[kf - 1].a == 0 && from[kf - 1] == to[kt - 1]) --kf, --kt;
@@ -427,17 +429,31 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
     const Value where = Convert(b, Concat(b, coords, static_cast<int64_t>(kt)), DType::kS64);
     return Gather(b, v, where, index_dims, 0);
   };
-  // v (g's value `of`) with zeros in the padding of each sized dim.
-  auto ZeroPadding = [&](Value v, Value of) {
-    const Type& t = b.type(v);
-    for (size_t i = at[of]; i < at[of + 1]; ++i) {
-      if (f.sizes[i].a == 0) continue;
-      const int64_t d = static_cast<int64_t>(i - at[of]);
-      const Value real = BroadcastInDim(b, Real(f.sizes[i]), t.dims, {});
-      const Value in = Compare(b, Iota(b, Type{DType::kS32, t.dims}, d), real, "LT");
-      v = Select(b, in, v, Constant(b, 0, t.dtype, t.dims));
+  // v (g's value `of`) as an array XLA knows no real size of, each entry in its place: XLA's
+  // dynamic padder cannot take a sized update (it fails to compile), so updates and what they
+  // update are such copies, and the program masks their padding itself.
+  auto Static = [&](Value v, Value of) {
+    const std::vector<Affine> dims = DimFormulas(f, at, of);
+    return std::any_of(dims.begin(), dims.end(), [](const Affine& d) { return d.a != 0; })
+               ? Repacked(v, dims, dims)
+               : v;
+  };
+  // Whether each entry of an array of `dims` lies in the window of `window` (formulas: real
+  // sizes) at `starts` (0-d integer values of b; none: the origin), along every sized dim.
+  auto Inside = [&](const Dims& dims, const std::vector<Affine>& window,
+                    const std::vector<Value>& starts) {
+    Value in = Constant(b, 1, DType::kPred, dims);
+    for (size_t d = 0; d < window.size(); ++d) {
+      if (window[d].a == 0) continue;
+      const Value pos = Iota(b, Type{DType::kS32, dims}, static_cast<int64_t>(d));
+      Value lo = Constant(b, 0, DType::kS32);
+      if (!starts.empty()) lo = Convert(b, starts[d], DType::kS32);
+      const Value hi = Binary(b, "stablehlo.add", lo, Real(window[d]));
+      in = Binary(b, "stablehlo.and", in,
+                  Binary(b, "stablehlo.and", Compare(b, pos, BroadcastInDim(b, lo, dims, {}), "GE"),
+                         Compare(b, pos, BroadcastInDim(b, hi, dims, {}), "LT")));
     }
-    return v;
+    return in;
   };
   // v with zeros after its entries, `hi` along each dim (v itself when none).
   auto PadAfter = [&](Value v, const Dims& hi) {
@@ -484,23 +500,55 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
       if (!used[n.results[0]]) continue;  // the reshape that takes it reads its source
       const Value src = ReshapeSource(g, producer, n.operands[0]);
       if (!KeepsPadding(DimFormulas(f, at, src), DimFormulas(f, at, n.results[0]))) {
-        map[n.results[0]] = Mark(Repacked(map[src], src, n.results[0]), n.results[0]);
+        map[n.results[0]] =
+            Mark(Repacked(map[src], DimFormulas(f, at, src), DimFormulas(f, at, n.results[0])),
+                 n.results[0]);
         continue;
       }
       copy.operands[0] = map[src];
     }
-    if (n.op == "stablehlo.scatter")
-      copy.operands.back() = ZeroPadding(copy.operands.back(), n.operands.back());
+    if (n.op == "stablehlo.scatter" && Sized(f, at, n.operands[2])) {
+      // Adds: the updates' padding is zeroed, so wherever it lands it adds nothing.
+      for (size_t k = 0; k < 3; ++k) copy.operands[k] = Static(copy.operands[k], n.operands[k]);
+      const Value u = copy.operands[2];
+      const Dims& dims = b.type(u).dims;
+      copy.operands[2] = Select(b, Inside(dims, DimFormulas(f, at, n.operands[2]), {}), u,
+                                Constant(b, 0, b.type(u).dtype, dims));
+    }
+    // A dynamic_update_slice of a sized update keeps its base where the update's padding lands.
+    // Its base gets room after it for a whole padded update, so that XLA, which moves a start
+    // back until the update fits, moves none of the real ones.
+    Value keep = -1;
+    if (n.op == "stablehlo.dynamic_update_slice" && Sized(f, at, n.operands[1])) {
+      for (size_t k = 0; k < 2; ++k) copy.operands[k] = Static(copy.operands[k], n.operands[k]);
+      const Dims update = b.type(copy.operands[1]).dims;
+      Dims room(update.size(), 0);
+      for (size_t d = 0; d < room.size(); ++d) {
+        if (f.sizes[at[n.operands[1]] + d].a != 0) room[d] = update[d];
+      }
+      keep = PadAfter(copy.operands[0], room);
+      copy.operands[0] = keep;
+    }
     for (Value r : n.results) {
       Type t = g.type(r);
       for (size_t i = at[r]; i < at[r + 1]; ++i) t.dims[i - at[r]] = f.sizes[i].At(bound);
+      if (keep >= 0) t.dims = b.type(keep).dims;
       b.types.push_back(std::move(t));
       copy.results.push_back(static_cast<Value>(b.types.size() - 1));
     }
     if (n.op == "stablehlo.dynamic_slice")
       copy.attrs = "slice_sizes = " + I64Array(b.types.back().dims);
+    const std::vector<Value> starts(
+        copy.operands.begin() + std::min<size_t>(2, copy.operands.size()), copy.operands.end());
     b.nodes.push_back(std::move(copy));
-    const std::vector<Value> results = b.nodes.back().results;
+    std::vector<Value> results = b.nodes.back().results;
+    if (keep >= 0) {
+      const Dims dims = b.type(keep).dims;
+      const Value kept =
+          Select(b, Inside(dims, DimFormulas(f, at, n.operands[1]), starts), results[0], keep);
+      const Dims& base = b.type(map[n.operands[0]]).dims;
+      results[0] = Slice(b, kept, Dims(base.size(), 0), base);
+    }
     for (size_t k = 0; k < n.results.size(); ++k)
       map[n.results[k]] = Mark(results[k], n.results[k]);
   }

@@ -66,7 +66,7 @@ int64_t Capacity(const Affine& f, int64_t bound);
 
 // Whether g can be bounded: ops whose results depend on where padding sits (reversals, sorts,
 // random draws, collectives, custom calls, loops) or that would write padding over real data
-// (updates of a sized window, but for a scatter that adds them), reshapes that would move padding, and values with two sized dims
+// (a scatter of a sized update that does not add it), and values with two sized dims
 // that reach an op not checked with two are refused. Returns the reason, or "" when it can.
 std::string WhyNotBounded(const Graph& g, const SizeFormula& f);
 

@@ -143,6 +143,47 @@ TEST(Bounded, ReshapesThatMovePaddingPlaceTheirRows) {
   }
 }
 
+// x: [2, s, 4] written at row 1 of a [2, s + 1, 4] of -1 (F.pad's copy into the padded
+// tensor): an update of a sized window.
+Graph PadFront(int64_t s) {
+  Graph g;
+  Value x = g.Param({DType::kF32, {2, s, 4}});
+  Value base = Constant(g, -1, DType::kF32, {2, s + 1, 4});
+  Value zero = Constant(g, 0, DType::kS64), one = Constant(g, 1, DType::kS64);
+  g.results = {DynamicUpdateSlice(g, base, x, {zero, one, zero})};
+  return g;
+}
+
+TEST(Bounded, AnUpdateOfASizedWindowKeepsItsBasePastTheWindow) {
+  Graph a = PadFront(3), b = PadFront(5);
+  SizeFormula f = *FitSizes(Sizes(a), Sizes(b), DimCount(a));
+  ASSERT_EQ(WhyNotBounded(a, f), "");
+  const int64_t bound = BoundFor(f, 20);  // 32: s + 1 fits
+  auto exe = TestClient().Compile(PrintModule(Bounded(b, f, bound)),
+                                  {{DType::kF32, CapacityDims(b, f, b.results[0], bound)}});
+  const int64_t rows = CapacityDims(b, f, b.results[0], bound)[1];
+  for (int64_t s : {1, 7, 20}) {
+    std::vector<float> x(2 * bound * 4, std::numeric_limits<float>::quiet_NaN());
+    for (int64_t i = 0; i < 2 * s * 4; ++i) x[(i / (s * 4)) * bound * 4 + i % (s * 4)] = float(i);
+    const int32_t s32 = static_cast<int32_t>(s);
+    std::vector<rt::BufferPtr> bufs{TestClient().FromHost(x.data(), DType::kF32, {2, bound, 4}, 0),
+                                    TestClient().FromHost(&s32, DType::kS32, {}, 0)};
+    std::vector<PJRT_Buffer*> raw;
+    for (const auto& buf : bufs) raw.push_back(buf->raw());
+    auto res = TestClient().Execute(*exe, raw, 0);
+    std::vector<float> got(res[0]->numel());
+    res[0]->ToHost(got.data(), got.size() * sizeof(float));
+    for (int64_t i = 0; i < 2; ++i) {
+      for (int64_t j = 0; j <= s; ++j) {
+        for (int64_t k = 0; k < 4; ++k) {
+          const float want = j == 0 ? -1.0f : x[(i * bound + j - 1) * 4 + k];
+          EXPECT_EQ(got[(i * rows + j) * 4 + k], want) << "s = " << s << " at " << i << ", " << j;
+        }
+      }
+    }
+  }
+}
+
 // x: [s, 4, 8] and m: [s + 2, 8] -> x m^T: [s, 4, s + 2], two sized dims; then that value
 // contracted over its 4 with w: [4, 3], or scaled elementwise.
 Graph TwoSized(int64_t s, bool contract) {
