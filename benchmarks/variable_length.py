@@ -19,6 +19,15 @@ compiles of the run (eager programs such as the SGD step compile once per proces
 first tpu run counts them) and ms per step (forward, backward, SGD step, `loss.item()`).
 
 python benchmarks/variable_length.py [--steps N]
+
+With --matrix, issue 35's model matrix instead (torchtpu/testing/variable_length.py): small
+configurations of real Hugging Face models (BERT, RoBERTa, GPT-2, Llama, T5, ViT), one batch per
+new length in [16, 128] (ViT: batch size), AdamW, in fused eager and under
+torch.compile(backend="tpu"), without and with marks (torchtpu.mark_dynamic), dropout off, each
+next to the same loop on CPU eager: programs compiled (all, and after the first two lengths),
+seconds, and the largest relative loss difference from CPU over every step.
+
+python benchmarks/variable_length.py --matrix [--steps 24] [--models bert,gpt2]
 """
 
 from __future__ import annotations
@@ -86,10 +95,43 @@ def make_run(device: torch.device, mode: str) -> Callable[[torch.Tensor, torch.T
     return step
 
 
+def matrix(steps: int, models: list[str]) -> None:
+    from torchtpu.testing import variable_length as vl
+
+    sizes = vl.lengths(steps)
+    print(f"{steps} steps, sizes {sizes}")
+    print(
+        "| model | mode | marks | compiles | after 2 lengths | tpu s | CPU s | max rel. loss diff |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for name in models:
+        for compiled in (False, True):
+            for marked in (False, True):
+                torch._dynamo.reset()
+                torchtpu._C._set_bounded(True)  # no family of the previous model
+                cpu = vl.run(name, "cpu", sizes)
+                with torchtpu.mode("fused"):
+                    got = vl.run(name, "tpu", sizes, compiled=compiled, marked=marked)
+                diff = max(abs(a - b) / abs(b) for a, b in zip(got.losses, cpu.losses))
+                print(
+                    f"| {name} | {'torch.compile' if compiled else 'fused eager'} "
+                    f"| {'marked' if marked else 'none'} | {sum(got.compiles)} "
+                    f"| {sum(got.compiles[2:])} | {got.seconds:.1f} | {cpu.seconds:.1f} "
+                    f"| {diff:.1e} |",
+                    flush=True,
+                )
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--matrix", action="store_true")
+    p.add_argument("--models", default="bert,roberta,gpt2,llama,t5,vit")
     args = p.parse_args()
+    if args.matrix:
+        matrix(args.steps or 24, args.models.split(","))
+        return
+    args.steps = args.steps or 30
     gen = torch.Generator().manual_seed(0)
     lengths = torch.randint(16, MAX_LEN + 1, (args.steps,), generator=gen).tolist()
     data = [
