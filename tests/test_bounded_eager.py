@@ -340,3 +340,21 @@ def test_layer_norm_and_index_checks_over_a_sized_dim(device):
     # programs, every later length's the two bounded programs of one bound.
     assert bounded_runs() - runs == 2 * (len(lengths) - 1)
     assert new_programs() - programs == 4
+
+
+def test_an_attention_mask_s_by_s_drops_out_in_one_program(device):
+    """Dropout over [4, n, n] draws [4n, n] random values (a flat 4n^2 would fit no formula),
+    so every length after the first runs the family's bounded program. Its real part is
+    distributed as CPU's: about p of it dropped, the rest scaled by 1 / (1 - p)."""
+    torch.manual_seed(0)
+    runs, dropped = bounded_runs(), []
+    for n in [40, 57, 33, 61, 48]:
+        scores = torch.randn(4, n, n).to(device)
+        out = F.dropout(scores.softmax(-1), p=0.25).cpu()
+        want = scores.cpu().softmax(-1)
+        kept = out != 0
+        torch.testing.assert_close(out[kept], want[kept] / 0.75)
+        dropped.append(1 - kept.float().mean().item())
+    assert bounded_runs() - runs == 4
+    # 4 n^2 >= 4356 draws each: 0.25 within 5 standard deviations (0.033).
+    assert all(abs(d - 0.25) < 0.033 for d in dropped), dropped

@@ -21,15 +21,26 @@ namespace tpu::lowering {
 
 // n random u32 or u64 values from the call's state. Stream k > 0 uses the key seed ^ k * golden
 // ratio: an independent ThreeFry stream over the same offsets.
-Value RandomBits(Ctx& c, int64_t n, DType bits, uint64_t stream) {
+Value RandomBits(Ctx& c, const Dims& dims, DType bits, uint64_t stream) {
   Value state = c.In("generator");
   if (stream != 0) {
     Value mix = ir::IntConstant(c.g, stream * 0x9E3779B97F4A7C15ull, DType::kU64, {1});
     Value key = ir::Concat(c.g, {mix, ir::IntConstant(c.g, 0, DType::kU64, {1})}, 0);
     state = ir::Binary(c.g, "stablehlo.xor", state, key);
   }
-  return c.g.Op("stablehlo.rng_bit_generator", {state}, {Type{DType::kU64, {2}}, Type{bits, {n}}},
+  return c.g.Op("stablehlo.rng_bit_generator", {state}, {Type{DType::kU64, {2}}, Type{bits, dims}},
                 "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>")[1];
+}
+
+// The shape random values of dims are drawn in: one entry per value, [rows, last dim] for two
+// dims or more. Every dim of it is one of the values' dims or a product of some: a bounded
+// program's draw for a [4, 4, s, s] attention mask is [16s, s], where a flat one, 16s^2, would
+// fit no formula a*s + b. Entry k of a 1-D draw depends only on the state and k.
+Dims DrawShape(const Dims& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  if (dims.size() < 2 || n == 0) return {n};
+  return {n / dims.back(), dims.back()};
 }
 
 // Random bits per sample as PyTorch draws them: as many as the dtype's mantissa holds.
@@ -57,10 +68,10 @@ Value Uniform01(Ctx& c, const Dims& dims, DType t, uint64_t stream, bool open) {
   int d = Digits(t) - (open ? 1 : 0);
   DType bt = ct == DType::kF64 ? DType::kU64 : DType::kU32;
   int width = ct == DType::kF64 ? 64 : 32;
-  int64_t n = Type{ct, dims}.numel();
-  Value bits = RandomBits(c, n, bt, stream);
+  const Dims drawn = DrawShape(dims);
+  Value bits = RandomBits(c, drawn, bt, stream);
   Value k = ir::Binary(c.g, "stablehlo.shift_right_logical", bits,
-                       ir::IntConstant(c.g, width - d, bt, {n}));
+                       ir::IntConstant(c.g, width - d, bt, drawn));
   Value f = Cast(c, k, ct);
   if (open) f = ir::Binary(c.g, "stablehlo.add", f, Splat(c, 0.5, f));
   return ir::Reshape(
@@ -244,21 +255,21 @@ V Random(Ctx& c) {
   } else {
     range = c.Has("to") ? static_cast<uint64_t>(c.Int("to")) : RandomMax(out.dtype) + 1;
   }
-  int64_t n = out.numel();
+  const Dims n = DrawShape(out.dims);
   Value r;
   if (range != 0 && range <= UINT32_MAX) {
     Value bits = RandomBits(c, n, DType::kU32, 0);
-    r = ir::Binary(c.g, "stablehlo.remainder", bits, ir::IntConstant(c.g, range, DType::kU32, {n}));
+    r = ir::Binary(c.g, "stablehlo.remainder", bits, ir::IntConstant(c.g, range, DType::kU32, n));
     r = Cast(c, r, DType::kU64);
   } else {
     r = RandomBits(c, n, DType::kU64, 0);
     if (range != 0) {
-      r = ir::Binary(c.g, "stablehlo.remainder", r, ir::IntConstant(c.g, range, DType::kU64, {n}));
+      r = ir::Binary(c.g, "stablehlo.remainder", r, ir::IntConstant(c.g, range, DType::kU64, n));
     }
   }
   // Wrapping u64 addition is two's complement addition of a negative `from`.
-  r = Add(c, r, ir::IntConstant(c.g, static_cast<uint64_t>(from), DType::kU64, {n}));
-  if (out.dtype != DType::kU64) r = ir::BitcastConvert(c.g, r, Type{DType::kS64, {n}});
+  r = Add(c, r, ir::IntConstant(c.g, static_cast<uint64_t>(from), DType::kU64, n));
+  if (out.dtype != DType::kU64) r = ir::BitcastConvert(c.g, r, Type{DType::kS64, n});
   return {ir::Reshape(c.g, Cast(c, r, out.dtype), out.dims)};
 }
 
@@ -315,7 +326,7 @@ V NativeDropoutBackward(Ctx& c) {
 V Randperm(Ctx& c) {
   const Type& out = c.out[0];
   int64_t n = c.Int("n");
-  Value keys = RandomBits(c, n, DType::kU64, 0);
+  Value keys = RandomBits(c, {n}, DType::kU64, 0);
   Value iota = ir::Iota(c.g, Type{DType::kS64, {n}}, 0);
   auto less = std::make_shared<ir::Graph>();
   Value a = less->Param(Type{DType::kU64, {}}), b = less->Param(Type{DType::kU64, {}});

@@ -6,8 +6,9 @@
 
 namespace tpu::lowering {
 
-// n random u32 or u64 values; stream k > 0 is an independent stream over the same offsets.
-Value RandomBits(Ctx& c, int64_t n, DType bits, uint64_t stream);
+// Random u32 or u64 values shaped dims (no more values than their count: the state's offset
+// advances by it); stream k > 0 is an independent stream over the same offsets.
+Value RandomBits(Ctx& c, const Dims& dims, DType bits, uint64_t stream);
 // The dtype random values of dtype t are computed in (f32, or f64 for f64).
 DType ComputeType(DType t);
 // Uniform samples in [0, 1) (in (0, 1) when `open`), of dtype ComputeType(t), shaped dims.

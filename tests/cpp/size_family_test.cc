@@ -93,6 +93,34 @@ TEST(GuessSizes, OneMemberAndTheSizeThatVaries) {
   EXPECT_FALSE(GuessSizes(a, 3).has_value());  // no dim of that size
 }
 
+// A [2, bound, 4] x whose entries past its first s rows hold NaN (any of it that reached a
+// real entry would show), and the results of `exe` run on it and s.
+std::vector<float> PaddedX(int64_t bound, int64_t s) {
+  std::vector<float> x(2 * bound * 4, std::numeric_limits<float>::quiet_NaN());
+  for (int64_t i = 0; i < 2; ++i) {
+    for (int64_t j = 0; j < s; ++j) {
+      for (int64_t k = 0; k < 4; ++k) x[(i * bound + j) * 4 + k] = float(i * 1000 + j * 10 + k);
+    }
+  }
+  return x;
+}
+
+template <typename Exe>
+std::vector<std::vector<float>> RunOnX(const Exe& exe, const std::vector<float>& x, int64_t bound,
+                                       int64_t s) {
+  const int32_t s32 = static_cast<int32_t>(s);
+  std::vector<rt::BufferPtr> bufs{TestClient().FromHost(x.data(), DType::kF32, {2, bound, 4}, 0),
+                                  TestClient().FromHost(&s32, DType::kS32, {}, 0)};
+  std::vector<PJRT_Buffer*> raw;
+  for (const auto& buf : bufs) raw.push_back(buf->raw());
+  std::vector<std::vector<float>> out;
+  for (const auto& r : TestClient().Execute(exe, raw, 0)) {
+    out.emplace_back(r->numel());
+    r->ToHost(out.back().data(), out.back().size() * sizeof(float));
+  }
+  return out;
+}
+
 // x: [2, s, 4] -> (x merged to [2s, 4] plus 1, that split back to [2, s, 4]): reshapes that move
 // padding, whose rows the bounded program places itself.
 Graph MergeAndSplit(int64_t s) {
@@ -113,23 +141,10 @@ TEST(Bounded, ReshapesThatMovePaddingPlaceTheirRows) {
                                   {{DType::kF32, CapacityDims(b, f, b.results[0], bound)},
                                    {DType::kF32, CapacityDims(b, f, b.results[1], bound)}});
   for (int64_t s : {1, 7, 20}) {
-    // The padding holds NaN: any of it that reached a real entry would show.
-    std::vector<float> x(2 * bound * 4, std::numeric_limits<float>::quiet_NaN());
-    for (int64_t i = 0; i < 2; ++i) {
-      for (int64_t j = 0; j < s; ++j) {
-        for (int64_t k = 0; k < 4; ++k) x[(i * bound + j) * 4 + k] = float(i * 1000 + j * 10 + k);
-      }
-    }
-    const int32_t s32 = static_cast<int32_t>(s);
-    std::vector<rt::BufferPtr> bufs{TestClient().FromHost(x.data(), DType::kF32, {2, bound, 4}, 0),
-                                    TestClient().FromHost(&s32, DType::kS32, {}, 0)};
-    std::vector<PJRT_Buffer*> raw;
-    for (const auto& buf : bufs) raw.push_back(buf->raw());
-    auto res = TestClient().Execute(*exe, raw, 0);
-    ASSERT_EQ(res[0]->dims(), (std::vector<int64_t>{2 * bound, 4}));
-    std::vector<float> merged(res[0]->numel()), split(res[1]->numel());
-    res[0]->ToHost(merged.data(), merged.size() * sizeof(float));
-    res[1]->ToHost(split.data(), split.size() * sizeof(float));
+    const std::vector<float> x = PaddedX(bound, s);
+    const auto res = RunOnX(*exe, x, bound, s);
+    ASSERT_EQ(res[0].size(), static_cast<size_t>(2 * bound * 4));
+    const std::vector<float>&merged = res[0], &split = res[1];
     for (int64_t i = 0; i < 2; ++i) {
       for (int64_t j = 0; j < s; ++j) {
         for (int64_t k = 0; k < 4; ++k) {
@@ -163,16 +178,8 @@ TEST(Bounded, AnUpdateOfASizedWindowKeepsItsBasePastTheWindow) {
                                   {{DType::kF32, CapacityDims(b, f, b.results[0], bound)}});
   const int64_t rows = CapacityDims(b, f, b.results[0], bound)[1];
   for (int64_t s : {1, 7, 20}) {
-    std::vector<float> x(2 * bound * 4, std::numeric_limits<float>::quiet_NaN());
-    for (int64_t i = 0; i < 2 * s * 4; ++i) x[(i / (s * 4)) * bound * 4 + i % (s * 4)] = float(i);
-    const int32_t s32 = static_cast<int32_t>(s);
-    std::vector<rt::BufferPtr> bufs{TestClient().FromHost(x.data(), DType::kF32, {2, bound, 4}, 0),
-                                    TestClient().FromHost(&s32, DType::kS32, {}, 0)};
-    std::vector<PJRT_Buffer*> raw;
-    for (const auto& buf : bufs) raw.push_back(buf->raw());
-    auto res = TestClient().Execute(*exe, raw, 0);
-    std::vector<float> got(res[0]->numel());
-    res[0]->ToHost(got.data(), got.size() * sizeof(float));
+    const std::vector<float> x = PaddedX(bound, s);
+    const std::vector<float> got = RunOnX(*exe, x, bound, s)[0];
     for (int64_t i = 0; i < 2; ++i) {
       for (int64_t j = 0; j <= s; ++j) {
         for (int64_t k = 0; k < 4; ++k) {
