@@ -358,3 +358,39 @@ def test_an_attention_mask_s_by_s_drops_out_in_one_program(device):
     assert bounded_runs() - runs == 4
     # 4 n^2 >= 4356 draws each: 0.25 within 5 standard deviations (0.033).
     assert all(abs(d - 0.25) < 0.033 for d in dropped), dropped
+
+
+def test_a_compiled_bound_twice_the_size_serves_it():
+    """Lengths 40, 100, 20, 50, 120, 30 with no widening (TORCHTPU_WIDE_BOUND=16): the bounds
+    are 128, 32 and 64, but 50 runs the program compiled for 128, twice its bound: 2 bounded
+    programs, not 3. The values are CPU's at every length."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import torch, torchtpu\n"
+        "w = torch.randn(8, 8)\n"
+        "wd = w.to('tpu')\n"
+        "compiles = []\n"
+        "for n in (40, 100, 20, 50, 120, 30):\n"
+        "    x = torch.randn(n, 8)\n"
+        "    before = torchtpu.metrics()['compiles']\n"
+        "    got = (x.to('tpu') @ wd).softmax(0).sum(1).cpu()\n"
+        "    compiles.append(torchtpu.metrics()['compiles'] - before)\n"
+        "    torch.testing.assert_close(got, (x @ w).softmax(0).sum(1))\n"
+        "print(compiles)\n"
+    )
+    env = {**os.environ, "TORCHTPU_WIDE_BOUND": "16", "TORCHTPU_CACHE_DIR": "off",
+           "TORCHTPU_MODE": "fused"}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    # The first length's exact program, then bounds 128 (100) and 32 (20); 50, 120, 30 reuse.
+    assert done.stdout.split("\n")[-2] == "[1, 1, 1, 0, 0, 0]", done.stdout

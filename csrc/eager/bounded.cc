@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -35,7 +36,8 @@ struct Family {
   // The formula came from this size hint (its id) and one member; -1 once a second size fits
   // it or the first two give it; kOrphan once its hint died unconfirmed.
   int64_t guessed = -1;
-  int64_t least_bound = 0;  // a hint's max, while its guess or what confirms it holds
+  int64_t least_bound = 0;   // a hint's max, while its guess or what confirms it holds
+  std::set<int64_t> bounds;  // those its formula was compiled for
 };
 
 constexpr int64_t kOrphan = -2;
@@ -238,6 +240,7 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
       if (!fam.why.empty()) return false;
       fam.formula = std::move(f);
       fam.formula_hash = HashFormula(shape, *fam.formula);
+      fam.bounds.clear();
       return true;
     };
     if (fam.first.empty()) {
@@ -274,7 +277,19 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
     formula_hash = fam.formula_hash;
     least_bound = fam.least_bound;
   }
-  const int64_t bound = std::max(ir::BoundFor(g, formula, *s), least_bound);
+  int64_t bound = std::max(ir::BoundFor(g, formula, *s), least_bound);
+  {
+    // A program already compiled for twice the bound serves it: compiling one more program
+    // costs far more than padding to twice the size (lengths 17, 45, 128, 18, ... compile for
+    // 64 and 128, not also for 32).
+    std::lock_guard<std::mutex> lock(all.mu);
+    Family& fam = all.map[shape];
+    if (fam.formula_hash == formula_hash) {
+      auto wider = fam.bounds.lower_bound(bound);
+      if (wider != fam.bounds.end() && *wider <= 2 * bound) bound = *wider;
+      fam.bounds.insert(bound);
+    }
+  }
   try {
     member.family = shape;
     member.s = static_cast<int32_t>(*s);
