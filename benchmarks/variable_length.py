@@ -27,7 +27,7 @@ torch.compile(backend="tpu"), without and with marks (torchtpu.mark_dynamic), dr
 next to the same loop on CPU eager: programs compiled (all, and after the first two lengths),
 seconds, and the largest relative loss difference from CPU over every step.
 
-python benchmarks/variable_length.py --matrix [--steps 24] [--models bert,gpt2]
+python benchmarks/variable_length.py --matrix [--steps 24] [--models bert,gpt2] [--modes fused]
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def make_run(device: torch.device, mode: str) -> Callable[[torch.Tensor, torch.T
     return step
 
 
-def matrix(steps: int, models: list[str]) -> None:
+def matrix(steps: int, models: list[str], modes: list[str]) -> None:
     from torchtpu.testing import variable_length as vl
 
     sizes = vl.lengths(steps)
@@ -105,7 +105,7 @@ def matrix(steps: int, models: list[str]) -> None:
     )
     print("|---|---|---|---|---|---|---|---|")
     for name in models:
-        for compiled in (False, True):
+        for compiled in [m == "compile" for m in modes]:
             for marked in (False, True):
                 torch._dynamo.reset()
                 torchtpu._C._set_bounded(True)  # no family of the previous model
@@ -127,9 +127,10 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=None)
     p.add_argument("--matrix", action="store_true")
     p.add_argument("--models", default="bert,roberta,gpt2,llama,t5,vit")
+    p.add_argument("--modes", default="fused,compile")
     args = p.parse_args()
     if args.matrix:
-        matrix(args.steps or 24, args.models.split(","))
+        matrix(args.steps or 24, args.models.split(","), args.modes.split(","))
         return
     args.steps = args.steps or 30
     gen = torch.Generator().manual_seed(0)

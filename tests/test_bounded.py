@@ -138,6 +138,17 @@ def test_unbounded_lengths_bucket_by_powers_of_two(device):
     assert sorted(graph.bounded_programs) == [(16,), (32,)] and graph.captures == 2
 
 
+def test_a_capture_for_twice_the_bound_serves_it(device):
+    """40 captures at 64 and 5 at 16; 20's bound, 32, is served by the capture at 64."""
+    f = torch.compile(lambda x: torch.softmax(x, 0) * x.sum(), backend="tpu", dynamic=True)
+    before = alive()
+    for n in [40, 5, 20, 50]:
+        x = torch.randn(n)
+        torch.testing.assert_close(f(x.to(device)).cpu(), torch.softmax(x, 0) * x.sum())
+    (graph,) = graphs_of(before)
+    assert sorted(graph.bounded_programs) == [(16,), (64,)] and graph.captures == 2
+
+
 def test_outputs_come_back_at_their_length_and_feed_back(device):
     f = torch.compile(lambda x: torch.tanh(x) * 2, backend="tpu")
     x = torch.randn(6, 4)

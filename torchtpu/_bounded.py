@@ -8,7 +8,8 @@ reductions, matmuls, softmax and the rest count only the real entries. Outputs c
 and are narrowed to the sizes the graph's symbolic shapes give for this call.
 
 A symbol's bound is its `max=` when it has one, else the next power of two (at least 16), so a
-loop over lengths compiles once per power of two. Storages are flat, and XLA packs a dynamic dim's real entries first whenever a value is
+loop over lengths compiles once per power of two (a capture for up to twice a bound serves it:
+torchtpu/_dynamo.py). Storages are flat, and XLA packs a dynamic dim's real entries first whenever a value is
 reshaped, so a graph is handled here only when that packing leaves the padded layout as it is:
 every tensor's dynamic dim is its outermost dim in memory that is not 1 (packed sequences, batch
 1). Other graphs, and those whose results would depend on where the padding sits (a size that is

@@ -248,7 +248,19 @@ class CompiledGraph:
     def _run_bounded(self, plan: _bounded.Plan, inputs: list[Any]) -> Any:
         vals = _bounded.values(plan, inputs)
         bounds = _bounded.bounds(plan, vals)
-        programs = self.bounded_programs.setdefault(tuple(bounds[s] for s in plan.symbols), [])
+        key = tuple(bounds[s] for s in plan.symbols)
+        if key not in self.bounded_programs:
+            # A program captured for up to twice these bounds serves them: padding to twice the
+            # size costs far less than one more capture and compile.
+            wider = [
+                k
+                for k, progs in self.bounded_programs.items()
+                if progs and all(b <= w <= 2 * b for b, w in zip(key, k))
+            ]
+            if wider:
+                key = min(wider)
+                bounds = dict(zip(plan.symbols, key))
+        programs = self.bounded_programs.setdefault(key, [])
         padded = _bounded.pad_inputs(plan, inputs, bounds)
         sizes = _bounded.size_tensors(plan, vals, torch.device("tpu", self.device))
         outs = self._replay_or_capture(
