@@ -173,9 +173,9 @@ def run(
         if marked:
             for v in inputs.values():
                 if v.dim() >= 2 and name != "vit":
-                    torchtpu.mark_dynamic(v, 1, min=2, max=128)
+                    torchtpu.mark_dynamic(v, 1, min=4, max=128)
                 elif name == "vit":
-                    torchtpu.mark_dynamic(v, 0, min=2, max=128)
+                    torchtpu.mark_dynamic(v, 0, min=4, max=128)
         before = _programs() if on_tpu else 0
         loss = step_fn(**inputs).loss
         loss.backward()
