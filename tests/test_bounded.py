@@ -224,3 +224,42 @@ def test_prefix_of_a_dynamic_dim_and_in_place_writes(device):
     xt = dynamic(x.to(device))
     torch.testing.assert_close(g(xt).cpu(), (x * 2).sum())
     torch.testing.assert_close(xt.cpu(), x * 2)  # the caller's tensor, not a padded copy
+
+
+def test_an_input_a_bounded_eager_program_left_padded_is_read_on_every_call(device):
+    """A live mark of 17 makes fused eager run the program that makes `pos` ([1, 17, 8]) bounded
+    from its first member, which leaves pos's buffer padded. A capture reading it used to take
+    the unpadded copy as a constant: every later call saw pos as it was at the capture (a ViT's
+    position embeddings under AdamW; its losses drifted from CPU's from the 4th step)."""
+    keep = torch.empty(17, device=device)
+    torchtpu.mark_dynamic(keep, 0, min=4, max=64)
+    torch.manual_seed(0)
+    pos_tpu = torch.nn.Parameter(torch.randn(1, 17, 8, device=device))
+    pos_cpu = torch.nn.Parameter(pos_tpu.detach().cpu())
+    losses: dict[str, list[float]] = {}
+    for pos in (pos_cpu, pos_tpu):
+        opt = torch.optim.AdamW([pos], lr=0.1)
+        f = torch.compile(lambda x, p=pos: ((x + p) ** 2).mean(), backend="tpu")
+        g = torch.Generator().manual_seed(1)
+        out = losses.setdefault(pos.device.type, [])
+        for n in [20, 30, 40, 50]:
+            x = torch.randn(n, 17, 8, generator=g).to(pos.device)
+            loss = f(dynamic(x, max=64))
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            out.append(loss.item())
+        torch._dynamo.reset()
+    torch.testing.assert_close(losses[device.type], losses["cpu"], rtol=1e-5, atol=0)
+    del keep
+
+
+def test_debug_names_the_node_that_keeps_a_graph_per_shape(device, monkeypatch, capsys):
+    """TORCHTPU_FUSED_DEBUG=1: a graph without a bounded plan names the node and the reason."""
+    monkeypatch.setenv("TORCHTPU_FUSED_DEBUG", "1")
+    f = torch.compile(lambda x: x.flip(0) * 2, backend="tpu")
+    x = torch.randn(6, 4)
+    torch.testing.assert_close(f(dynamic(x.to(device))).cpu(), x.flip(0) * 2)
+    err = capsys.readouterr().err
+    assert "runs per shape, not bounded" in err and "flip" in err
+    assert "its result depends on where the padding sits" in err

@@ -27,6 +27,8 @@ from __future__ import annotations
 import collections
 import functools
 import operator
+import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,6 +148,17 @@ class Plan:
     value_args: dict[torch.fx.Node, list[int | str]]
 
 
+def _refused(n: torch.fx.Node, why: str) -> None:
+    """No plan: TORCHTPU_FUSED_DEBUG=1 prints the node that refused it and why."""
+    if os.environ.get("TORCHTPU_FUSED_DEBUG"):
+        where = (n.meta.get("stack_trace") or "").strip().splitlines()[-1:]
+        print(
+            f"torchtpu: a compiled graph runs per shape, not bounded: {n.format_node()}: {why}"
+            + (f" ({where[0].strip()})" if where else ""),
+            file=sys.stderr,
+        )
+
+
 def plan(gm: torch.fx.GraphModule) -> Plan | None:
     """A plan when the graph has symbolic sizes and padding cannot change its results."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -161,10 +174,10 @@ def plan(gm: torch.fx.GraphModule) -> Plan | None:
         if isinstance(v, torch.Tensor):
             found = [(d, e) for d, sz in enumerate(v.shape) if (e := _expr(sz)) is not None]
             if found and v.device.type != "tpu":
-                return None
+                return _refused(n, "a host input of a symbolic size")
         for d, e in found:
             if not e.is_Symbol:
-                return None
+                return _refused(n, f"an input of size {e}, not one symbol")
             if d is not None:
                 dims[d] = e
             else:
@@ -179,18 +192,19 @@ def plan(gm: torch.fx.GraphModule) -> Plan | None:
         vals = n.meta.get("val")
         vals = list(vals) if isinstance(vals, (list, tuple)) else [vals]
         if not all(_monomial(e) for v in vals for e in _tensor_exprs(v)):
-            return None
+            return _refused(n, "a size that is not a product of symbols and integers")
         if any(isinstance(v, torch.Tensor) and v.device.type != "tpu" for v in vals):
-            return None  # a host part: not one device program
+            return _refused(n, "a host part: not one device program")
         if not all(_packs_in_place(v) for v in vals):
-            return None
+            return _refused(n, "a dynamic dim that is not outermost in memory")
         if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
             continue
         if n.target._schema.name in _FLUSHES or n.target.namespace == "_c10d_functional":
-            return None  # the rest of the graph would run apart from its set_dimension_size
+            # The rest of the graph would run apart from its set_dimension_size.
+            return _refused(n, "a value read back, or a collective")
         as_values = _value_positions(n)
         if as_values is None:
-            return None
+            return _refused(n, "a symbolic number the device cannot compute")
         if as_values:
             value_args[n] = as_values
         ins = [a.meta.get("val") for a in n.all_input_nodes]
@@ -199,11 +213,12 @@ def plan(gm: torch.fx.GraphModule) -> Plan | None:
             continue
         name = n.target._schema.name.split("::")[-1]
         if name in _POSITIONAL:
-            return None
+            return _refused(n, "its result depends on where the padding sits")
         if name in ("select", "slice", "narrow") and not _prefix_index(n):
-            return None
+            return _refused(n, "an index that is not counted from the start")
         if n.target._schema.is_mutable:
-            return None  # writing into a padded copy would not reach the caller's tensor
+            # Writing into a padded copy would not reach the caller's tensor.
+            return _refused(n, "an in-place write to a dynamic input")
     output = next(n for n in gm.graph.nodes if n.op == "output")
     outs = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in output.args[0]]
     shape_env = _shape_env(gm)

@@ -5,6 +5,7 @@
 #include "aten/generator.h"
 #include "aten/graph_builder.h"
 #include "aten/storage.h"
+#include "eager/bounded.h"
 #include "eager/executor.h"
 #include "eager/profile.h"
 
@@ -108,6 +109,17 @@ void BeginGraphCapture(int device, const std::vector<c10::IValue>& inputs) {
     }
   }
   eager::TraceOf(device).BeginCapture();  // runs what is pending, so the inputs are ready
+  // An input a bounded program left padded would be read through an unpadded copy, which the
+  // program would then take as a constant: the storage holds the exact value instead.
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (!c->before[k]) continue;
+    c10::Storage storage = inputs[k].toTensor().storage();
+    eager::LazyPtr v = Current(storage);  // an input sharing a storage may have made it exact
+    if (v->ready.load(std::memory_order_acquire) && v->buf->dims() != v->type.dims) {
+      Assign(storage, eager::Lazy::Of(eager::Unpadded(v->buf, v->type.dims), device));
+    }
+    c->before[k] = Current(storage);
+  }
   g_capture = c.release();
 }
 
