@@ -394,3 +394,42 @@ def test_a_compiled_bound_twice_the_size_serves_it():
     assert done.returncode == 0, done.stderr[-2000:]
     # The first length's exact program, then bounds 128 (100) and 32 (20); 50, 120, 30 reuse.
     assert done.stdout.split("\n")[-2] == "[1, 1, 1, 0, 0, 0]", done.stdout
+
+
+def test_a_loop_over_two_sizes_that_vary_apart(device):
+    """PyTorch's test_index_put_accumulate_duplicate_indices: a loop over i that draws i values
+    and randn of a data-dependent n, then index_put(accumulate=True). Its flushes have two sizes
+    that vary apart; families of two symbols (s, t) serve all 511 sizes with a few programs."""
+    torch.manual_seed(0)
+    programs = new_programs()
+    for i in range(1, 512):
+        delta = torch.empty(i, dtype=torch.double, device=device).uniform_(-1, 1)
+        indices = delta.cumsum(0).long()
+        input = torch.randn(indices.abs().max() + 1, device=device)
+        values = torch.randn(indices.size(0), device=device)
+        output = input.index_put((indices,), values, accumulate=True)
+        want = input.cpu().index_put((indices.cpu(),), values.cpu(), accumulate=True)
+        torch.testing.assert_close(output.cpu(), want, msg=f"i = {i}")
+        torch.testing.assert_close(indices.cpu(), delta.cpu().cumsum(0).long(), msg=f"i = {i}")
+    assert new_programs() - programs <= 10
+
+
+def test_cross_attention_over_two_lengths(device):
+    """A decoder's queries (t) attend to an encoder's keys (s): lengths that vary apart share a
+    program once a third pair shows that two symbols explain them."""
+    torch.manual_seed(0)
+    w = torch.randn(8, 8)
+    pairs = [(20, 7), (33, 9), (41, 30), (17, 25), (60, 3), (5, 50), (64, 64)]
+
+    def attend(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        scores = (y @ w) @ x.transpose(0, 1) / 8**0.5
+        return torch.softmax(scores, -1) @ x + y.mean(0)
+
+    programs = new_programs()
+    for s, t in pairs:
+        x, y = torch.randn(s, 8), torch.randn(t, 8)
+        got = attend(x.to(device), y.to(device), w.to(device)).cpu()
+        torch.testing.assert_close(got, attend(x, y, w), rtol=1e-5, atol=1e-5, msg=f"{s}, {t}")
+    # The first pair's exact program, the second's (one symbol explains two pairs), and one
+    # program of two symbols for the rest (bounds (64, 64) hold them all).
+    assert new_programs() - programs <= 3

@@ -29,6 +29,10 @@ std::atomic<bool>& Enabled() {
 
 struct Family {
   std::vector<int64_t> first;  // the sizes of its first member
+  // Those of the member whose sizes, with the first's, gave the formula of one symbol (or that
+  // one symbol could not explain): a third that the formula does not fit gives two symbols.
+  std::vector<int64_t> second;
+  int refits = 0;  // formulas in two symbols fitted so far (a few at most)
   std::optional<ir::SizeFormula> formula;
   ir::Hash128 formula_hash;
   bool refused = false;  // its members run exact programs
@@ -36,11 +40,12 @@ struct Family {
   // The formula came from this size hint (its id) and one member; -1 once a second size fits
   // it or the first two give it; kOrphan once its hint died unconfirmed.
   int64_t guessed = -1;
-  int64_t least_bound = 0;   // a hint's max, while its guess or what confirms it holds
-  std::set<int64_t> bounds;  // those its formula was compiled for
+  int64_t least_bound = 0;     // a hint's max, while its guess or what confirms it holds
+  std::set<ir::Point> bounds;  // those its formula was compiled for
 };
 
 constexpr int64_t kOrphan = -2;
+constexpr int kMaxRefits = 4;
 
 struct SizeHint {
   int64_t size, max;
@@ -50,7 +55,8 @@ struct SizeHint {
 struct Member {
   ir::Hash128 family;
   rt::ExecutablePtr exe;
-  int32_t s = 0;
+  int32_t s = 0, t = 0;
+  bool two = false;                                  // the program takes t after s
   std::vector<std::vector<int64_t>> real, capacity;  // per parameter
   Donations donations;  // those of the exact program that the bounded one keeps
 };
@@ -74,9 +80,11 @@ ir::Hash128 HashFormula(const ir::Hash128& shape, const ir::SizeFormula& f) {
   m.Mix(shape.lo);
   m.Mix(shape.hi);
   m.Mix(f.symbol);
+  m.Mix(f.symbol2);
   for (const ir::Affine& s : f.sizes) {
     m.Mix(static_cast<uint64_t>(s.a));
     m.Mix(static_cast<uint64_t>(s.b));
+    m.Mix(static_cast<uint64_t>(s.c));
   }
   return m.Get();
 }
@@ -115,6 +123,19 @@ void SaysExact(const ir::Graph& g, const std::string& why) {
                g.nodes.size(), why.c_str());
 }
 
+// For SaysExact: the first size the formula does not give (a size that is no sum of multiples
+// of the symbols: a flattened [s, t] is s*t).
+std::string Misfit(const ir::SizeFormula& f, const std::vector<int64_t>& sizes) {
+  if (sizes.size() != f.sizes.size()) return " (another number of sizes)";
+  const ir::Point x{sizes[f.symbol], f.TwoSymbols() ? sizes[f.symbol2] : 0};
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (f.sizes[i].At(x) == sizes[i]) continue;
+    return " (" + std::string(i < f.dims ? "a dim" : "a constant") + " of " +
+           std::to_string(sizes[i]) + " where it gives " + std::to_string(f.sizes[i].At(x)) + ")";
+  }
+  return "";
+}
+
 std::vector<rt::BufferPtr> RunMember(const Member& m, const std::vector<rt::BufferPtr>& params,
                                      int device, int64_t ops) {
   std::vector<rt::BufferPtr> args;
@@ -124,6 +145,7 @@ std::vector<rt::BufferPtr> RunMember(const Member& m, const std::vector<rt::Buff
                        : Repadded(*params[k], m.real[k], m.capacity[k], device));
   }
   args.push_back(ScalarBuffer(&m.s, rt::DType::kS32, device)->buf);
+  if (m.two) args.push_back(ScalarBuffer(&m.t, rt::DType::kS32, device)->buf);
   GetMetrics().bounded_runs++;
   return Execute(*m.exe, args, device, ops);
 }
@@ -219,7 +241,7 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
   std::vector<int64_t> sizes = ir::Sizes(g);
   ir::SizeFormula formula;
   ir::Hash128 formula_hash;
-  std::optional<int64_t> s;
+  std::optional<ir::Point> s;
   int64_t least_bound = 0;
   {
     std::lock_guard<std::mutex> lock(all.mu);
@@ -254,18 +276,39 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
       }
       if (!fam.formula) return exact();
     } else if (!fam.formula || (fam.guessed != -1 && !ir::SymbolOf(*fam.formula, sizes))) {
-      if (sizes == fam.first) return exact();
+      if (sizes == fam.first || sizes == fam.second) return exact();
       fam.guessed = -1;
       fam.least_bound = 0;
-      fam.refused = !fit(ir::FitSizes(fam.first, sizes, ir::DimCount(g)));
+      std::optional<ir::SizeFormula> one = ir::FitSizes(fam.first, sizes, ir::DimCount(g));
+      if (!one && fam.second.empty()) {
+        // Two sizes that vary apart, maybe: a third member tells.
+        fam.second = sizes;
+        SaysExact(g, "its sizes change in a way one symbol s (a*s + b) does not explain");
+        return exact();
+      }
+      if (!one) {
+        ++fam.refits;
+        one = ir::FitSizes(fam.first, fam.second, sizes, ir::DimCount(g));
+      } else {
+        fam.second = sizes;
+      }
+      fam.refused = !fit(std::move(one));
       if (fam.refused) {
         SaysExact(g, fam.why);
         return exact();
       }
     }
     s = ir::SymbolOf(*fam.formula, sizes);
+    if (!s && !fam.second.empty() && sizes != fam.second && fam.refits < kMaxRefits) {
+      // A formula of one symbol (or two) that this member does not fit: two symbols through
+      // the first two members and this one, in place of it when they explain it.
+      ++fam.refits;
+      if (fit(ir::FitSizes(fam.first, fam.second, sizes, ir::DimCount(g)))) {
+        s = ir::SymbolOf(*fam.formula, sizes);
+      }
+    }
     if (!s) {
-      SaysExact(g, "its sizes do not fit the family's formula");
+      SaysExact(g, "its sizes do not fit the family's formula" + Misfit(*fam.formula, sizes));
       return exact();
     }
     if (sizes != fam.first) {
@@ -277,7 +320,8 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
     formula_hash = fam.formula_hash;
     least_bound = fam.least_bound;
   }
-  int64_t bound = std::max(ir::BoundFor(g, formula, *s), least_bound);
+  ir::Point bound = ir::BoundFor(g, formula, *s);
+  bound.s = std::max(bound.s, least_bound);
   {
     // A program already compiled for twice the bound serves it: compiling one more program
     // costs far more than padding to twice the size (lengths 17, 45, 128, 18, ... compile for
@@ -285,14 +329,33 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
     std::lock_guard<std::mutex> lock(all.mu);
     Family& fam = all.map[shape];
     if (fam.formula_hash == formula_hash) {
-      auto wider = fam.bounds.lower_bound(bound);
-      if (wider != fam.bounds.end() && *wider <= 2 * bound) bound = *wider;
+      // A size past every bound compiled so far is a loop that grows: a bound twice the
+      // smallest that holds it, while that costs little, makes the next one a while off.
+      ir::Point top;
+      for (const ir::Point& p : fam.bounds) top = {std::max(top.s, p.s), std::max(top.t, p.t)};
+      if (!fam.bounds.empty() && bound.s > top.s &&
+          ir::CheapBound(g, formula, *s, {2 * bound.s, bound.t})) {
+        bound.s *= 2;
+      }
+      if (!fam.bounds.empty() && formula.TwoSymbols() && bound.t > top.t &&
+          ir::CheapBound(g, formula, *s, {bound.s, 2 * bound.t})) {
+        bound.t *= 2;
+      }
+      for (const ir::Point& wider : fam.bounds) {
+        if (bound.s <= wider.s && wider.s <= 2 * bound.s && bound.t <= wider.t &&
+            wider.t <= 2 * bound.t) {
+          bound = wider;
+          break;
+        }
+      }
       fam.bounds.insert(bound);
     }
   }
   try {
     member.family = shape;
-    member.s = static_cast<int32_t>(*s);
+    member.s = static_cast<int32_t>(s->s);
+    member.t = static_cast<int32_t>(s->t);
+    member.two = formula.TwoSymbols();
     for (ir::Value p : g.params) member.real.push_back(g.type(p).dims);
     member.capacity = ir::CapacityDims(g, formula, g.params, bound);
     // A donation stays when the parameter and the result have one capacity.
@@ -300,7 +363,8 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
     ir::Mixer128 exe_key;
     exe_key.Mix(formula_hash.lo);
     exe_key.Mix(formula_hash.hi);
-    exe_key.Mix(static_cast<uint64_t>(bound));
+    exe_key.Mix(static_cast<uint64_t>(bound.s));
+    exe_key.Mix(static_cast<uint64_t>(bound.t));
     for (const auto& [p, r] : *donations) {
       if (member.capacity[p] != out[r] || g.type(g.params[p]).dtype != g.type(g.results[r]).dtype) {
         continue;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "ir/builder.h"
@@ -95,7 +96,7 @@ std::vector<int32_t> Producers(const Graph& g) {
 // on both sides. Groups are found from prefix products under two values of s.
 bool KeepsPadding(const std::vector<Affine>& from, const std::vector<Affine>& to) {
   constexpr unsigned __int128 kMod = (static_cast<unsigned __int128>(1) << 61) - 1;
-  auto prefix = [&](const std::vector<Affine>& dims, int64_t s) {
+  auto prefix = [&](const std::vector<Affine>& dims, const Point& s) {
     std::vector<uint64_t> out{1};
     for (const Affine& d : dims) {
       out.push_back(static_cast<uint64_t>(static_cast<unsigned __int128>(out.back()) *
@@ -103,15 +104,15 @@ bool KeepsPadding(const std::vector<Affine>& from, const std::vector<Affine>& to
     }
     return out;
   };
-  const auto f1 = prefix(from, 1009), f2 = prefix(from, 2003);
-  const auto t1 = prefix(to, 1009), t2 = prefix(to, 2003);
+  const auto f1 = prefix(from, {1009, 3001}), f2 = prefix(from, {2003, 4001});
+  const auto t1 = prefix(to, {1009, 3001}), t2 = prefix(to, {2003, 4001});
   // Checks dims [lo, hi) of one side: no sized dim, or the first dim not 1 is the only one.
   auto group_ok = [](const std::vector<Affine>& dims, size_t lo, size_t hi) {
     bool first = true;
     for (size_t i = lo; i < hi; ++i) {
       const Affine& d = dims[i];
-      if (d.a == 0 && d.b == 1) continue;
-      if (d.a != 0 && !first) return false;
+      if (!d.Sized() && d.b == 1) continue;
+      if (d.Sized() && !first) return false;
       first = false;
     }
     return true;
@@ -133,7 +134,7 @@ bool KeepsPadding(const std::vector<Affine>& from, const std::vector<Affine>& to
 
 // The dims of v under the formula at bound P (see CapacityDims).
 std::vector<int64_t> Capacities(const SizeFormula& f, const std::vector<size_t>& at, Value v,
-                                int64_t bound) {
+                                const Point& bound) {
   std::vector<int64_t> dims;
   for (size_t i = at[v]; i < at[v + 1]; ++i) dims.push_back(Capacity(f.sizes[i], bound));
   return dims;
@@ -146,7 +147,7 @@ std::vector<Affine> DimFormulas(const SizeFormula& f, const std::vector<size_t>&
 
 bool Sized(const SizeFormula& f, const std::vector<size_t>& at, Value v) {
   for (size_t i = at[v]; i < at[v + 1]; ++i) {
-    if (f.sizes[i].a != 0) return true;
+    if (f.sizes[i].Sized()) return true;
   }
   return false;
 }
@@ -158,7 +159,7 @@ bool Sized(const SizeFormula& f, const std::vector<size_t>& at, Value v) {
 // pooling whose batch and output size both grow with s). Returns the reason, or "".
 std::string TwoSizedDims(const Graph& g, const SizeFormula& f, const std::vector<size_t>& at,
                          const Node& n) {
-  auto sized = [&](Value v, int64_t d) { return f.sizes[at[v] + static_cast<size_t>(d)].a != 0; };
+  auto sized = [&](Value v, int64_t d) { return f.sizes[at[v] + static_cast<size_t>(d)].Sized(); };
   bool wide = false;
   for (Value o : n.operands) {
     int count = 0;
@@ -235,6 +236,43 @@ std::optional<SizeFormula> FitSizes(const std::vector<int64_t>& x, const std::ve
   return f;
 }
 
+std::optional<SizeFormula> FitSizes(const std::vector<int64_t>& x, const std::vector<int64_t>& y,
+                                    const std::vector<int64_t>& z, size_t dims) {
+  if (x.size() != y.size() || x.size() != z.size()) return std::nullopt;
+  // Each size's changes from x, to y and to z, as a vector; s's and t's are two dims' vectors
+  // that are not parallel, the smallest such (so that the others are integer multiples).
+  auto change = [&](size_t i) { return std::abs(y[i] - x[i]) + std::abs(z[i] - x[i]); };
+  auto parallel = [&](size_t i, size_t j) {
+    return (y[i] - x[i]) * (z[j] - x[j]) == (z[i] - x[i]) * (y[j] - x[j]);
+  };
+  const size_t n = std::min(dims, x.size());
+  size_t p = kNoSymbol, q = kNoSymbol;
+  for (size_t i = 0; i < n; ++i) {
+    if (change(i) != 0 && (p == kNoSymbol || change(i) < change(p))) p = i;
+  }
+  if (p == kNoSymbol) return std::nullopt;
+  for (size_t i = 0; i < n; ++i) {
+    if (!parallel(i, p) && (q == kNoSymbol || change(i) < change(q))) q = i;
+  }
+  if (q == kNoSymbol) return std::nullopt;  // one symbol's changes: not two
+  const int64_t p1 = y[p] - x[p], p2 = z[p] - x[p], q1 = y[q] - x[q], q2 = z[q] - x[q];
+  const int64_t det = p1 * q2 - p2 * q1;
+  SizeFormula f;
+  f.sizes.resize(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const int64_t d1 = y[i] - x[i], d2 = z[i] - x[i];
+    const int64_t an = d1 * q2 - d2 * q1, cn = p1 * d2 - p2 * d1;
+    if (an % det != 0 || cn % det != 0) return std::nullopt;
+    const int64_t a = an / det, c = cn / det;
+    if ((a < 0 || c < 0) && i < dims) return std::nullopt;  // a dim that shrinks
+    f.sizes[i] = {a, x[i] - a * x[p] - c * x[q], c};
+  }
+  f.symbol = p;
+  f.symbol2 = q;
+  f.dims = dims;
+  return f;
+}
+
 std::optional<SizeFormula> GuessSizes(const Graph& g, int64_t size) {
   // Per value, the formula of each dim. A dim equal to `size` is s. In an op's result with no
   // such dim, one dim that is not a constant dim of its operands may be k*s or s+1 (a reshape
@@ -288,17 +326,17 @@ std::optional<SizeFormula> GuessSizes(const Graph& g, int64_t size) {
   return f;
 }
 
-std::optional<int64_t> SymbolOf(const SizeFormula& f, const std::vector<int64_t>& sizes) {
+std::optional<Point> SymbolOf(const SizeFormula& f, const std::vector<int64_t>& sizes) {
   if (sizes.size() != f.sizes.size()) return std::nullopt;
-  const int64_t s = sizes[f.symbol];
+  const Point x{sizes[f.symbol], f.TwoSymbols() ? sizes[f.symbol2] : 0};
   for (size_t i = 0; i < sizes.size(); ++i) {
-    if (f.sizes[i].At(s) != sizes[i]) return std::nullopt;
+    if (f.sizes[i].At(x) != sizes[i]) return std::nullopt;
   }
-  return s;
+  return x;
 }
 
-int64_t Capacity(const Affine& f, int64_t bound) {
-  return f.a == 0 ? f.b : f.a * bound + std::min<int64_t>(f.b, 0);
+int64_t Capacity(const Affine& f, const Point& bound) {
+  return f.Sized() ? f.a * bound.s + f.c * bound.t + std::min<int64_t>(f.b, 0) : f.b;
 }
 
 size_t DimCount(const Graph& g) {
@@ -307,31 +345,46 @@ size_t DimCount(const Graph& g) {
   return n;
 }
 
-int64_t BoundFor(const SizeFormula& f, int64_t s) {
-  int64_t need = s;
+Point BoundFor(const SizeFormula& f, const Point& x) {
+  // A positive constant is room on s's bound (on t's when the size has no s).
+  Point need = x;
   for (size_t i = 0; i < f.dims; ++i) {
     const Affine& a = f.sizes[i];
-    if (a.a > 0 && a.b > 0) need = std::max(need, s + (a.b + a.a - 1) / a.a);
+    if (a.b <= 0 || !a.Sized()) continue;
+    if (a.a > 0) {
+      need.s = std::max(need.s, x.s + (a.b + a.a - 1) / a.a);
+    } else {
+      need.t = std::max(need.t, x.t + (a.b + a.c - 1) / a.c);
+    }
   }
-  int64_t bound = MinBound();
-  while (bound < need) bound *= 2;
-  return bound;
+  auto power = [](int64_t n) {
+    int64_t bound = MinBound();
+    while (bound < n) bound *= 2;
+    return bound;
+  };
+  return {power(need.s), f.TwoSymbols() ? power(need.t) : 0};
 }
 
-int64_t BoundFor(const Graph& g, const SizeFormula& f, int64_t s) {
+bool CheapBound(const Graph& g, const SizeFormula& f, const Point& x, const Point& bound) {
   const std::vector<size_t> at = SizeOffsets(g);
-  auto elements = [&](int64_t x) {
+  auto elements = [&](const Point& p) {
     double total = 0;
     for (size_t v = 0; v < g.types.size(); ++v) {
       double n = 1;
-      for (size_t i = at[v]; i < at[v + 1]; ++i) n *= static_cast<double>(f.sizes[i].At(x));
+      for (size_t i = at[v]; i < at[v + 1]; ++i) n *= static_cast<double>(f.sizes[i].At(p));
       total += n;
     }
     return total;
   };
-  const double budget = 4 * elements(s) + (1 << 20);
-  int64_t bound = BoundFor(f, s);
-  while (bound < WideBound() && elements(2 * bound) <= budget) bound *= 2;
+  return elements(bound) <= 4 * elements(x) + (1 << 20);
+}
+
+Point BoundFor(const Graph& g, const SizeFormula& f, const Point& s) {
+  Point bound = BoundFor(f, s);
+  while (bound.s < WideBound() && CheapBound(g, f, s, {2 * bound.s, bound.t})) bound.s *= 2;
+  while (f.TwoSymbols() && bound.t < WideBound() && CheapBound(g, f, s, {bound.s, 2 * bound.t})) {
+    bound.t *= 2;
+  }
   return bound;
 }
 
@@ -350,19 +403,20 @@ std::string WhyNotBounded(const Graph& g, const SizeFormula& f) {
   return "";
 }
 
-std::vector<int64_t> CapacityDims(const Graph& g, const SizeFormula& f, Value v, int64_t bound) {
+std::vector<int64_t> CapacityDims(const Graph& g, const SizeFormula& f, Value v,
+                                  const Point& bound) {
   return CapacityDims(g, f, std::vector<Value>{v}, bound)[0];
 }
 
 std::vector<std::vector<int64_t>> CapacityDims(const Graph& g, const SizeFormula& f,
-                                               const std::vector<Value>& vs, int64_t bound) {
+                                               const std::vector<Value>& vs, const Point& bound) {
   const std::vector<size_t> at = SizeOffsets(g);
   std::vector<std::vector<int64_t>> out;
   for (Value v : vs) out.push_back(Capacities(f, at, v, bound));
   return out;
 }
 
-Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
+Graph Bounded(const Graph& g, const SizeFormula& f, const Point& bound) {
   std::vector<size_t> at = SizeOffsets(g);
   const std::vector<int32_t> producer = Producers(g);
   const std::vector<char> used = TakenByOtherThanReshapes(g);
@@ -372,15 +426,24 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
   for (Value p : g.params)
     params.push_back(b.Param(Type{g.type(p).dtype, Capacities(f, at, p, bound)}));
   const Value s = b.Param(Type{DType::kS32, {}});
-  // The real size a*s + b, clamped to the bound's size (XLA:CPU trusts it with memory).
-  std::map<std::pair<int64_t, int64_t>, Value> real;
+  const Value t_param = f.TwoSymbols() ? b.Param(Type{DType::kS32, {}}) : -1;
+  // a*s + c*t + b of the real s and t, in `type`.
+  auto Computed = [&](const Affine& a, DType type) {
+    Value v = Binary(b, "stablehlo.multiply", Convert(b, s, type),
+                     Constant(b, static_cast<double>(a.a), type));
+    if (a.c != 0) {
+      v = Binary(b, "stablehlo.add", v,
+                 Binary(b, "stablehlo.multiply", Convert(b, t_param, type),
+                        Constant(b, static_cast<double>(a.c), type)));
+    }
+    return Binary(b, "stablehlo.add", v, Constant(b, static_cast<double>(a.b), type));
+  };
+  // The real size, clamped to the bound's size (XLA:CPU trusts it with memory).
+  std::map<std::tuple<int64_t, int64_t, int64_t>, Value> real;
   auto Real = [&](const Affine& a) {
-    auto [it, fresh] = real.emplace(std::make_pair(a.a, a.b), -1);
+    auto [it, fresh] = real.emplace(std::make_tuple(a.a, a.b, a.c), -1);
     if (fresh) {
-      Value v =
-          Binary(b, "stablehlo.multiply", s, Constant(b, static_cast<double>(a.a), DType::kS32));
-      v = Binary(b, "stablehlo.add", v, Constant(b, static_cast<double>(a.b), DType::kS32));
-      it->second = Clamp(b, Constant(b, 0, DType::kS32), v,
+      it->second = Clamp(b, Constant(b, 0, DType::kS32), Computed(a, DType::kS32),
                          Constant(b, static_cast<double>(a.At(bound)), DType::kS32));
     }
     return it->second;
@@ -388,7 +451,7 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
   // Marks every sized dim of v (g's value `of`) with its real size.
   auto Mark = [&](Value v, Value of) {
     for (size_t i = at[of]; i < at[of + 1]; ++i) {
-      if (f.sizes[i].a == 0) continue;
+      if (!f.sizes[i].Sized()) continue;
       const int64_t d = static_cast<int64_t>(i - at[of]);
       v = b.Op1("stablehlo.set_dimension_size", {v, Real(f.sizes[i])}, b.type(v),
                 "dimension = " + std::to_string(d) + " : i64");
@@ -403,11 +466,11 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
   auto Repacked = [&](Value v, const std::vector<Affine>& from, const std::vector<Affine>& to) {
     // The trailing dims both sides share, none of them sized, are taken whole.
     size_t kf = from.size(), kt = to.size();
-    while (kf > 0 && kt > 0 && from[kf - 1].a == 0 && from[kf - 1] == to[kt - 1]) --kf, --kt;
+    while (kf > 0 && kt > 0 && !from[kf - 1].Sized() && from[kf - 1] == to[kt - 1]) --kf, --kt;
     Dims rows;
     for (size_t j = 0; j < kt; ++j) rows.push_back(to[j].At(bound));
     auto real = [&](const Affine& d) {
-      const Value r = d.a == 0 ? Constant(b, static_cast<double>(d.b), DType::kS32) : Real(d);
+      const Value r = !d.Sized() ? Constant(b, static_cast<double>(d.b), DType::kS32) : Real(d);
       return BroadcastInDim(b, r, rows, {});
     };
     // Each row's index among the real rows, then its coordinates in v.
@@ -434,7 +497,7 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
   // update are such copies, and the program masks their padding itself.
   auto Static = [&](Value v, Value of) {
     const std::vector<Affine> dims = DimFormulas(f, at, of);
-    return std::any_of(dims.begin(), dims.end(), [](const Affine& d) { return d.a != 0; })
+    return std::any_of(dims.begin(), dims.end(), [](const Affine& d) { return d.Sized(); })
                ? Repacked(v, dims, dims)
                : v;
   };
@@ -444,7 +507,7 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
                     const std::vector<Value>& starts) {
     Value in = Constant(b, 1, DType::kPred, dims);
     for (size_t d = 0; d < window.size(); ++d) {
-      if (window[d].a == 0) continue;
+      if (!window[d].Sized()) continue;
       const Value pos = Iota(b, Type{DType::kS32, dims}, static_cast<int64_t>(d));
       Value lo = Constant(b, 0, DType::kS32);
       if (!starts.empty()) lo = Convert(b, starts[d], DType::kS32);
@@ -473,11 +536,8 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
   for (const Node& n : g.nodes) {
     if (WholeConstant(g, n)) {
       const Affine& c = f.sizes[constant_site++];
-      if (c.a != 0) {  // a size the rule computed: its value at the real s
-        Value v = Convert(b, s, DType::kS64);
-        v = Binary(b, "stablehlo.multiply", v, Constant(b, static_cast<double>(c.a), DType::kS64));
-        v = Binary(b, "stablehlo.add", v, Constant(b, static_cast<double>(c.b), DType::kS64));
-        map[n.results[0]] = Convert(b, v, g.type(n.results[0]).dtype);
+      if (c.Sized()) {  // a size the rule computed: its value at the real s (and t)
+        map[n.results[0]] = Convert(b, Computed(c, DType::kS64), g.type(n.results[0]).dtype);
         continue;
       }
     }
@@ -492,7 +552,8 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
       Dims hi(g.type(x).rank(), 0);
       for (size_t d = 0; d < hi.size(); ++d) {
         const Affine& want = f.sizes[at[r] + d];
-        if (want.a > f.sizes[at[x] + d].a) hi[d] = want.At(bound);
+        const Affine& have = f.sizes[at[x] + d];
+        if (want.a > have.a || want.c > have.c) hi[d] = want.At(bound);
       }
       copy.operands[0] = PadAfter(copy.operands[0], hi);
     }
@@ -524,7 +585,7 @@ Graph Bounded(const Graph& g, const SizeFormula& f, int64_t bound) {
       const Dims update = b.type(copy.operands[1]).dims;
       Dims room(update.size(), 0);
       for (size_t d = 0; d < room.size(); ++d) {
-        if (f.sizes[at[n.operands[1]] + d].a != 0) room[d] = update[d];
+        if (f.sizes[at[n.operands[1]] + d].Sized()) room[d] = update[d];
       }
       keep = PadAfter(copy.operands[0], room);
       copy.operands[0] = keep;

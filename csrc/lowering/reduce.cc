@@ -275,9 +275,10 @@ V CountNonzero(Ctx& c) {
 
 // Inclusive scan along dim in log2(N) shift-and-combine steps (Hillis-Steele); unlike a
 // reduce_window of size N this stays O(N log N) for long dims. A shift is a pad of k in front and
-// -k at the end, whose attributes do not hold N, and short dims take the steps of 16: the
-// program's structure is then one for every N up to 16 and for every N of one power of two
-// above, which lets fused mode's bounded programs (eager/bounded.h) serve many lengths.
+// -k at the end, whose attributes do not hold N, and the steps cover 512, 8192, ... (2^(4k+9)):
+// the program's structure is then one for every N up to 512 (9 steps, where N <= 16 needs 4),
+// and one for each factor of 16 above, which lets fused mode's bounded programs
+// (eager/bounded.h) serve many lengths, for at most 4 steps more than N needs past 512.
 using Combine = std::function<Value(Value, Value)>;
 V Scan(Ctx& c, double identity, const Combine& combine) {
   Value x = Input(c);
@@ -286,7 +287,8 @@ V Scan(Ctx& c, double identity, const Combine& combine) {
   int64_t dim = ir::WrapDim(c.Int("dim"), c.T(x).rank()), n = dims[dim];
   Value pad = ir::Constant(c.g, identity, c.T(x).dtype);
   Dims zeros(dims.size(), 0);
-  const int64_t span = n > 1 ? std::max<int64_t>(n, 16) : n;
+  int64_t span = n > 0 ? 512 : 0;
+  while (span < n) span *= 16;
   for (int64_t k = 1; k < span; k *= 2) {
     Dims lo = zeros, hi = zeros;
     lo[dim] = k;

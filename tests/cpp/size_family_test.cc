@@ -136,7 +136,7 @@ TEST(Bounded, ReshapesThatMovePaddingPlaceTheirRows) {
   Graph a = MergeAndSplit(3), b = MergeAndSplit(5);
   SizeFormula f = *FitSizes(Sizes(a), Sizes(b), DimCount(a));
   ASSERT_EQ(WhyNotBounded(a, f), "");
-  const int64_t bound = BoundFor(f, 20);  // 32
+  const int64_t bound = BoundFor(f, 20).s;  // 32
   auto exe = TestClient().Compile(PrintModule(Bounded(b, f, bound)),
                                   {{DType::kF32, CapacityDims(b, f, b.results[0], bound)},
                                    {DType::kF32, CapacityDims(b, f, b.results[1], bound)}});
@@ -173,7 +173,7 @@ TEST(Bounded, AnUpdateOfASizedWindowKeepsItsBasePastTheWindow) {
   Graph a = PadFront(3), b = PadFront(5);
   SizeFormula f = *FitSizes(Sizes(a), Sizes(b), DimCount(a));
   ASSERT_EQ(WhyNotBounded(a, f), "");
-  const int64_t bound = BoundFor(f, 20);  // 32: s + 1 fits
+  const int64_t bound = BoundFor(f, 20).s;  // 32: s + 1 fits
   auto exe = TestClient().Compile(PrintModule(Bounded(b, f, bound)),
                                   {{DType::kF32, CapacityDims(b, f, b.results[0], bound)}});
   const int64_t rows = CapacityDims(b, f, b.results[0], bound)[1];
@@ -219,7 +219,7 @@ TEST(Bounded, OneProgramCountsOnlyRealEntries) {
   SizeFormula f = *FitSizes(Sizes(a), Sizes(b), DimCount(a));
   f.dims = DimCount(a);
   ASSERT_EQ(WhyNotBounded(a, f), "");
-  const int64_t bound = BoundFor(f, 100);  // 128: it holds every s below
+  const int64_t bound = BoundFor(f, 100).s;  // 128: it holds every s below
   Graph bounded = Bounded(b, f, bound);
   auto exe = TestClient().Compile(
       PrintModule(bounded),
@@ -256,6 +256,87 @@ TEST(Bounded, OneProgramCountsOnlyRealEntries) {
         EXPECT_EQ(cat[(i * bound + s) * 4 + k], y[i * 4 + k]) << "s = " << s;
         EXPECT_EQ(cat[(i * bound + 0) * 4 + k], x[(i * bound) * 4 + k]) << "s = " << s;
       }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tpu::ir
+
+namespace tpu::ir {
+namespace {
+
+TEST(FitSizes, TwoSymbolsThroughThreeMembersThatOneDoesNotExplain) {
+  // Dims s, t, s + t, 2s, then a constant s*8 - t (a flat index's offset, say).
+  auto at = [](int64_t s, int64_t t) {
+    return std::vector<int64_t>{s, t, s + t, 2 * s, 8 * s - t};
+  };
+  std::optional<SizeFormula> f = FitSizes(at(3, 10), at(4, 10), at(5, 20), 4);
+  ASSERT_TRUE(f.has_value());
+  ASSERT_TRUE(f->TwoSymbols());
+  EXPECT_EQ(f->symbol, 0u);
+  EXPECT_EQ(f->symbol2, 1u);
+  EXPECT_EQ(f->sizes[2], (Affine{1, 0, 1}));
+  EXPECT_EQ(f->sizes[3], (Affine{2, 0, 0}));
+  EXPECT_EQ(f->sizes[4], (Affine{8, 0, -1}));
+  EXPECT_EQ(SymbolOf(*f, at(100, 7)), (Point{100, 7}));
+  EXPECT_FALSE(SymbolOf(*f, {100, 7, 108, 200, 793}).has_value());
+  // Changes one symbol explains, and a dim that shrinks as t grows, give none.
+  EXPECT_FALSE(FitSizes(at(3, 3), at(4, 4), at(6, 6), 4).has_value());
+  EXPECT_FALSE(FitSizes({3, 10, 5}, {4, 10, 5}, {5, 20, 4}, 3).has_value());
+  // Each symbol's bound holds its sizes: s + t fits in P + Q.
+  EXPECT_EQ(BoundFor(*f, Point{20, 3}), (Point{32, MinBound()}));
+}
+
+// x: [s, 4], y: [t, 4] -> (the sum over t of x y^T: [s]; x and y concatenated: [s + t, 4]).
+Graph TwoLengths(int64_t s, int64_t t) {
+  Graph g;
+  Value x = g.Param({DType::kF32, {s, 4}});
+  Value y = g.Param({DType::kF32, {t, 4}});
+  Value xy = DotGeneral(g, x, y, {}, {}, {1}, {1}, Type{DType::kF32, {s, t}});
+  g.results = {Reduce(g, xy, Constant(g, 0, DType::kF32), {1}, "stablehlo.add"),
+               Concat(g, {x, y}, 0)};
+  return g;
+}
+
+TEST(Bounded, TwoSymbolsCountOnlyTheirRealEntries) {
+  SizeFormula f = *FitSizes(Sizes(TwoLengths(3, 5)), Sizes(TwoLengths(4, 5)),
+                            Sizes(TwoLengths(6, 9)), DimCount(TwoLengths(3, 5)));
+  ASSERT_TRUE(f.TwoSymbols());
+  const Graph g = TwoLengths(6, 9);
+  ASSERT_EQ(WhyNotBounded(g, f), "");
+  const Point bound = BoundFor(f, Point{10, 20});  // (16, 32)
+  ASSERT_EQ(bound, (Point{16, 32}));
+  auto exe = TestClient().Compile(PrintModule(Bounded(g, f, bound)),
+                                  {{DType::kF32, CapacityDims(g, f, g.results[0], bound)},
+                                   {DType::kF32, CapacityDims(g, f, g.results[1], bound)}});
+  for (const auto& [s, t] : {std::pair<int64_t, int64_t>{10, 20}, {1, 32}, {16, 3}}) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> x(16 * 4, nan), y(32 * 4, nan);
+    for (int64_t i = 0; i < s * 4; ++i) x[i] = float(i % 7) - 3;
+    for (int64_t i = 0; i < t * 4; ++i) y[i] = float(i % 5) * 0.5f;
+    const int32_t s32 = static_cast<int32_t>(s), t32 = static_cast<int32_t>(t);
+    std::vector<rt::BufferPtr> bufs{TestClient().FromHost(x.data(), DType::kF32, {16, 4}, 0),
+                                    TestClient().FromHost(y.data(), DType::kF32, {32, 4}, 0),
+                                    TestClient().FromHost(&s32, DType::kS32, {}, 0),
+                                    TestClient().FromHost(&t32, DType::kS32, {}, 0)};
+    std::vector<PJRT_Buffer*> raw;
+    for (const auto& buf : bufs) raw.push_back(buf->raw());
+    std::vector<std::vector<float>> out;
+    for (const auto& r : TestClient().Execute(*exe, raw, 0)) {
+      out.emplace_back(r->numel());
+      r->ToHost(out.back().data(), out.back().size() * sizeof(float));
+    }
+    for (int64_t i = 0; i < s; ++i) {
+      float want = 0;
+      for (int64_t j = 0; j < t; ++j) {
+        for (int64_t k = 0; k < 4; ++k) want += x[i * 4 + k] * y[j * 4 + k];
+      }
+      EXPECT_FLOAT_EQ(out[0][i], want) << "s = " << s << ", t = " << t;
+    }
+    // The concatenation: x's real rows, then y's, packed.
+    for (int64_t i = 0; i < (s + t) * 4; ++i) {
+      EXPECT_EQ(out[1][i], i < s * 4 ? x[i] : y[i - s * 4]) << "s = " << s << ", t = " << t;
     }
   }
 }
