@@ -433,3 +433,18 @@ def test_cross_attention_over_two_lengths(device):
     # The first pair's exact program, the second's (one symbol explains two pairs), and one
     # program of two symbols for the rest (bounds (64, 64) hold them all).
     assert new_programs() - programs <= 3
+
+
+def test_an_index_check_over_two_sized_dims_keeps_a_family(device):
+    """T5's relative positions: an [s, s] index tensor into a table. Its bounds check finds the
+    first bad index without a flat [s*s] copy, whose size no a*s + b gives."""
+    torch.manual_seed(0)
+    table = torch.randn(9, 4)
+    programs = new_programs()
+    for n in [20, 33, 41, 17, 60, 9, 50]:
+        rel = torch.arange(n)[None, :] - torch.arange(n)[:, None]
+        want = table[rel.abs() % 9].sum(-1).softmax(-1)
+        rel = rel.to(device)
+        got = table.to(device)[rel.abs() % 9].sum(-1).softmax(-1)
+        torch.testing.assert_close(got.cpu(), want, msg=f"n = {n}")
+    assert new_programs() - programs <= 3

@@ -172,6 +172,13 @@ std::string TwoSizedDims(const Graph& g, const SizeFormula& f, const std::vector
       "stablehlo.broadcast_in_dim", "stablehlo.transpose", "stablehlo.reduce",
       "stablehlo.reshape",          "stablehlo.scatter",   "stablehlo.dynamic_update_slice"};
   if (moving.count(n.op) != 0) return "";
+  // A gather's result entries each read their own index: sized dims of the indices are batch
+  // dims (T5's [s, s] relative positions into its bias table).
+  if (n.op == "stablehlo.gather") {
+    int count = 0;
+    for (int64_t d = 0; d < g.type(n.operands[0]).rank(); ++d) count += sized(n.operands[0], d);
+    return count > 1 ? "a gather from a value with two sized dims" : "";
+  }
   if (n.op == "stablehlo.dot_general") {
     for (const char* side : {"lhs", "rhs"}) {
       const Value o = n.operands[side[0] == 'l' ? 0 : 1];

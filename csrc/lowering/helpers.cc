@@ -107,21 +107,36 @@ double HighestOf(DType t) {
 }
 
 void Expect(Ctx& c, Value ok, Value quoted, const std::string& type, const std::string& message) {
-  int64_t n = c.T(ok).numel();
-  if (n == 0) return;
-  Value bad = ir::Reshape(c.g, ir::Unary(c.g, "stablehlo.not", ok), {n});
-  Type pos_t{DType::kS64, {n}};
-  // The first failing position (n when none), then the quoted value there.
-  Value pos =
-      ir::Select(c.g, bad, ir::Iota(c.g, pos_t, 0), Splat(c, static_cast<double>(n), pos_t));
-  Value first = ir::Reduce(c.g, pos, ir::Constant(c.g, static_cast<double>(n), DType::kS64), {0},
-                           "stablehlo.minimum");
-  Check check{ir::Compare(c.g, first, Splat(c, static_cast<double>(n), first), "LT"), -1, type,
+  if (c.T(ok).numel() == 0) return;
+  if (c.T(ok).rank() == 0) {
+    ok = ir::Reshape(c.g, ok, {1});
+    if (quoted >= 0) quoted = ir::Reshape(c.g, quoted, {1});
+  }
+  const Dims dims = c.T(ok).dims;
+  Dims all(dims.size());
+  for (size_t d = 0; d < dims.size(); ++d) all[d] = static_cast<int64_t>(d);
+  // The first failing position in row-major order, one dim after another: the least index
+  // along dim 0 of the failing entries, then along dim 1 of those at it, ... No flat copy, whose
+  // size would be a product of the dims (a bounded program's sizes are sums of them).
+  const Type pos_t{DType::kS64, dims};
+  const double none = 4611686018427387904.0;  // 2^62: past any index
+  Value at = ir::Unary(c.g, "stablehlo.not", ok), least = -1;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    Value iota = ir::Iota(c.g, pos_t, static_cast<int64_t>(d));
+    Value m = ir::Reduce(c.g, ir::Select(c.g, at, iota, Splat(c, none, pos_t)),
+                         ir::Constant(c.g, none, DType::kS64), all, "stablehlo.minimum");
+    at = ir::Binary(c.g, "stablehlo.and", at,
+                    ir::Compare(c.g, iota, ir::BroadcastInDim(c.g, m, dims, {}), "EQ"));
+    if (d == 0) least = m;
+  }
+  Check check{ir::Compare(c.g, least, ir::Constant(c.g, none, DType::kS64), "LT"), -1, type,
               message};
   if (quoted >= 0) {
-    Value flat = ir::Reshape(c.g, Cast(c, quoted, DType::kS64), {n});
-    // When none fails, first is n: dynamic_slice clamps the start into range.
-    check.quoted = ir::Reshape(c.g, ir::DynamicSlice(c.g, flat, {first}, {1}), {});
+    const Value lowest = ir::IntConstant(c.g, uint64_t{1} << 63, DType::kS64);
+    check.quoted = ir::Reduce(c.g,
+                              ir::Select(c.g, at, Cast(c, quoted, DType::kS64),
+                                         ir::BroadcastInDim(c.g, lowest, dims, {})),
+                              lowest, all, "stablehlo.maximum");
   }
   c.checks.push_back(std::move(check));
 }
