@@ -35,6 +35,7 @@ from typing import Any
 import sympy
 import torch
 import torch.fx
+from torch.multiprocessing.reductions import StorageWeakRef
 
 _MIN_BOUND = 16
 
@@ -411,9 +412,13 @@ def pad_inputs(p: Plan, inputs: list[Any], bnd: dict[sympy.Symbol, int]) -> list
 
 # Host-padded copies of recent inputs, for the next graph of the same step (the backward takes
 # the forward's inputs again, as other tensor objects over the same storage). Keyed by the
-# storage's handle (tpu data pointers are never reused), the view and the version counter, so a
-# write to the input misses.
-_padded: collections.OrderedDict[tuple, torch.Tensor] = collections.OrderedDict()
+# storage, the view and the version counter, so a write to the input misses. Each entry holds a
+# weak reference to its storage: a storage freed since is a miss, and the reference keeps the
+# storage's address from being reused (data pointers are: a new batch allocated where the last
+# one was, with its shape, was given the last batch's padded copy).
+_padded: collections.OrderedDict[tuple, tuple[StorageWeakRef, torch.Tensor]] = (
+    collections.OrderedDict()
+)
 _PADDED_KEPT = 8
 
 
@@ -421,14 +426,19 @@ def _widen(x: torch.Tensor, sizes: list[int]) -> torch.Tensor:
     strides = list(x.stride())
     if _fits(x, sizes, strides):
         return x.as_strided(sizes, strides, x.storage_offset())
-    key = (x.data_ptr(), x.dtype, tuple(x.shape), tuple(strides), x._version, tuple(sizes))
-    if key in _padded:
+    storage = x.untyped_storage()
+    key = (storage._cdata, x.storage_offset(), x.dtype, tuple(x.shape), tuple(strides), x._version,
+           tuple(sizes))  # fmt: skip
+    entry = _padded.get(key)
+    if entry is not None and not entry[0].expired():
         _padded.move_to_end(key)
-        return _padded[key]
+        return entry[1]
     host = x.detach().cpu()
     padded = host.new_zeros(sizes)
     padded[tuple(slice(0, n) for n in host.shape)] = host
-    _padded[key] = padded = padded.to(x.device)
+    padded = padded.to(x.device)
+    _padded[key] = (StorageWeakRef(storage), padded)
+    _padded.move_to_end(key)
     if len(_padded) > _PADDED_KEPT:
         _padded.popitem(last=False)
     return padded

@@ -1,7 +1,7 @@
 // Storage slots: a tpu storage's data pointer is a heap Slot holding the storage's current
-// device value (a buffer, or in fused mode a pending result). data_ptr() is stable and unique
-// but never dereferenced; a mutation computes a new value and swaps it into the slot, so every
-// alias sees it.
+// device value (a buffer, or in fused mode a pending result). data_ptr() is stable, unique among
+// live storages (a freed storage's may come back for a new one) and never dereferenced; a
+// mutation computes a new value and swaps it into the slot, so every alias sees it.
 #pragma once
 
 #include <ATen/ATen.h>
