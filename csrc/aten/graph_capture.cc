@@ -73,6 +73,9 @@ struct Capture {
   std::vector<eager::LazyPtr> before;  // per tpu input: its storage's value when capture began
   std::unordered_map<const rt::Buffer*, int> uploads;  // buffer -> the graph input it holds
   std::unordered_map<const rt::Buffer*, std::pair<at::Generator, uint64_t>> draws;
+  // The buffers those two maps name, alive until the capture ends: a freed one's address could
+  // come back for another buffer of the program, which would then be taken for an upload.
+  std::vector<rt::BufferPtr> pinned;
   bool usable = true;
 };
 
@@ -137,6 +140,7 @@ eager::LazyPtr CaptureUpload(const at::Tensor& cpu, int device) {
     if (v.isTensor() && v.toTensor().unsafeGetTensorImpl() == cpu.unsafeGetTensorImpl()) {
       eager::LazyPtr value = HostValue(cpu, device, /*cached=*/false);
       c->uploads[value->buf.get()] = static_cast<int>(k);
+      c->pinned.push_back(value->buf);
       return value;
     }
   }
@@ -144,7 +148,10 @@ eager::LazyPtr CaptureUpload(const at::Tensor& cpu, int device) {
 }
 
 void NoteRandomDraw(const rt::BufferPtr& state, const at::Generator& gen, uint64_t count) {
-  if (Capture* c = g_capture) c->draws[state.get()] = {gen, count};
+  if (Capture* c = g_capture) {
+    c->draws[state.get()] = {gen, count};
+    c->pinned.push_back(state);
+  }
 }
 
 std::shared_ptr<GraphProgram> EndGraphCapture(const std::vector<c10::IValue>& outputs) {
