@@ -6,6 +6,9 @@ count the programs built."""
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -30,6 +33,22 @@ def new_programs() -> int:
 
 def bounded_runs() -> int:
     return torchtpu.metrics()["bounded_runs"]
+
+
+def run_fused(script: str, **env: str) -> subprocess.CompletedProcess:
+    """Runs `script` in a fresh process in fused mode, compile cache off, with `env` set; it must
+    succeed."""
+    env = {**os.environ, "TORCHTPU_CACHE_DIR": "off", "TORCHTPU_MODE": "fused", **env}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: int) -> torch.Tensor:
@@ -288,27 +307,13 @@ def test_random_draws_in_a_bounded_program_are_the_exact_programs_draws(device):
 def test_debug_output_names_why_a_new_size_compiles_exact():
     """TORCHTPU_FUSED_DEBUG=1 says why a family's program runs exact at a new size: here the
     flip, whose result depends on where the padding sits."""
-    import os
-    import subprocess
-    import sys
-
     script = (
         "import torch, torchtpu\n"
         "for n in (20, 30):\n"
         "    x = torch.randn(4, n).to('tpu')\n"
         "    (x.flip(1) * torch.arange(n, device='tpu')).sum().item()\n"
     )
-    env = {**os.environ, "TORCHTPU_FUSED_DEBUG": "1", "TORCHTPU_CACHE_DIR": "off",
-           "TORCHTPU_MODE": "fused"}  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        check=False,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = run_fused(script, TORCHTPU_FUSED_DEBUG="1")
     assert "runs exact at a new size: stablehlo.reverse" in done.stderr
 
 
@@ -364,10 +369,6 @@ def test_a_compiled_bound_twice_the_size_serves_it():
     """Lengths 40, 100, 20, 50, 120, 30 with no widening (TORCHTPU_WIDE_BOUND=16): the bounds
     are 128, 32 and 64, but 50 runs the program compiled for 128, twice its bound: 2 bounded
     programs, not 3. The values are CPU's at every length."""
-    import os
-    import subprocess
-    import sys
-
     script = (
         "import torch, torchtpu\n"
         "w = torch.randn(8, 8)\n"
@@ -381,17 +382,7 @@ def test_a_compiled_bound_twice_the_size_serves_it():
         "    torch.testing.assert_close(got, (x @ w).softmax(0).sum(1))\n"
         "print(compiles)\n"
     )
-    env = {**os.environ, "TORCHTPU_WIDE_BOUND": "16", "TORCHTPU_CACHE_DIR": "off",
-           "TORCHTPU_MODE": "fused"}  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        check=False,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = run_fused(script, TORCHTPU_WIDE_BOUND="16")
     # The first length's exact program, then bounds 128 (100) and 32 (20); 50, 120, 30 reuse.
     assert done.stdout.split("\n")[-2] == "[1, 1, 1, 0, 0, 0]", done.stdout
 
