@@ -316,3 +316,24 @@ def test_float8_index_select(device):
 def test_quantized_tensors_are_refused_clearly(device, survivor, make):
     with pytest.raises(NotImplementedError, match="tpu does not support quantized tensors"):
         make(device)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda t, v: t.normal_(0.0, v),  # std >= 0
+        lambda t, v: t.exponential_(v + 0.5),  # lambda > 0
+        lambda t, v: torch.nn.functional.huber_loss(t, t * 2, delta=v + 0.5),  # delta > 0
+    ],
+    ids=["normal_ std", "exponential_ lambda", "huber_loss delta"],
+)
+def test_a_bad_float_raises_after_a_good_one_of_the_same_shapes(device, survivor, call):
+    """Meta results are cached by their arguments' metadata: a float a Meta kernel checks is part
+    of that key, so a valid call does not let the same call with a bad value through."""
+    call(torch.zeros(10, device=device), 1.0).cpu()
+    with pytest.raises(RuntimeError) as cpu:
+        call(torch.zeros(10), -1.0)
+    with pytest.raises(RuntimeError) as tpu:
+        call(torch.zeros(10, device=device), -1.0).cpu()
+    # normal_'s Meta kernel writes std -1.0 where CPU's writes -1
+    assert str(tpu.value).startswith(str(cpu.value).splitlines()[0]), (tpu.value, cpu.value)

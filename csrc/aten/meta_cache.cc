@@ -9,7 +9,7 @@ namespace {
 
 struct KeyWriter {
   std::string out;
-  bool float_values = false;  // float Scalars set the output size (arange): key them by value
+  bool float_values = false;  // key float Scalars by value, not by type only
   void Bytes(const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
   void Int(int64_t v) { Bytes(&v, sizeof(v)); }
   void Tag(char c) { out.push_back(c); }
@@ -44,7 +44,11 @@ std::optional<std::string> MetaKey(const c10::OperatorHandle& op,
                                    const std::vector<c10::IValue>& args) {
   KeyWriter w;
   const std::string& name = op.schema().name();
-  w.float_values = name == "aten::arange" || name == "aten::range";
+  // Pointwise ops (and the optimizers' _foreach_ ones) only compute with their float Scalars,
+  // which change every step under a learning-rate schedule. Other Meta kernels may check a
+  // float's value (normal_'s std >= 0, huber_loss's delta > 0) or size an output by it
+  // (arange): their floats enter by value, or a cached success would hide a later error.
+  w.float_values = !op.hasTag(at::Tag::pointwise) && name.compare(0, 15, "aten::_foreach_") != 0;
   const void* id = &op.schema();
   w.Bytes(&id, sizeof(id));
   for (const auto& v : args) {

@@ -1,7 +1,8 @@
 // Meta cache: output sizes, strides and dtypes of an op call depend only on its arguments'
 // metadata, so a call that looks like an earlier one reuses that Meta result instead of running
 // the Meta kernel again (in PyTorch 2.11 many Meta kernels are Python and cost tens of us).
-// Only successful calls are cached, so every error is still raised by the Meta kernel.
+// Only successful calls are cached, and a float whose value a Meta kernel may check is part of
+// the key, so every error is still raised by the Meta kernel.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -76,7 +77,7 @@ bool AppendKey(std::string& out, const c10::IValue& v, bool by_value, TensorFn&&
 }
 
 // The cache key of a call, or nullopt when an argument has no metadata we can key on.
-// Float scalars enter by type only (their values never change shapes); integers by value.
+// Integers enter by value; floats by type only for pointwise and _foreach_ ops, else by value.
 std::optional<std::string> MetaKey(const c10::OperatorHandle& op,
                                    const std::vector<c10::IValue>& args);
 

@@ -439,6 +439,48 @@ def _raises_as_expected(op: Any, error_input: Any, device: str) -> str | None:
     return f"raised nothing, expected {error_input.error_type.__name__}"
 
 
+_TWIN_VALUES = {float: (1.0, 0.5, 2.0, 0.0), int: (1, 0, 2)}
+
+
+def _valid_twin(op: Any, error_input: Any) -> Any | None:
+    """The error input's call with its number arguments replaced by values CPU accepts, or None
+    when it has none or no such values were found. Run first on tpu, the twin fills the caches
+    that key a call by its arguments' types and shapes (the Meta cache keys a float by its type,
+    and an int passed as a float is one): the error input must still raise after it."""
+    s = error_input.sample_input
+    leaves, spec = tree_flatten((s.args, s.kwargs))
+    spots = [i for i, x in enumerate(leaves) if type(x) in _TWIN_VALUES]
+    if not spots or len(spots) > 3:
+        return None
+    for values in itertools.product(*(_TWIN_VALUES[type(leaves[i])] for i in spots)):
+        twin = list(leaves)
+        for i, v in zip(spots, values):
+            twin[i] = v
+        args, kwargs = tree_unflatten(twin, spec)
+        sample = type(s)(s.input, args=args, kwargs=kwargs)
+        inp, args, kwargs = tree_map(_clone, (s.input, args, kwargs))  # in-place ops write
+        try:
+            op(inp, *args, **kwargs)
+        except Exception:  # noqa: BLE001, S112 (these values are rejected too: try the next)
+            continue
+        return sample
+    return None
+
+
+def _clone(x: Any) -> Any:
+    return x.clone() if isinstance(x, torch.Tensor) else x
+
+
+def _run_twin(op: Any, twin: Any) -> None:
+    """Runs a valid twin on tpu to warm its caches; what it computes is not compared here."""
+    inp, args, kwargs = _to_keeping_aliases((twin.input, twin.args, twin.kwargs), "tpu")
+    try:
+        out = op(inp, *args, **kwargs)
+        tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, out)
+    except Exception:  # noqa: BLE001, S110 (an op tpu lacks: op_db's own tests report it)
+        pass
+
+
 def run_error_inputs(op: Any) -> ErrorResult:
     """Runs `op.error_inputs` on CPU and on tpu (built on CPU, then moved)."""
     result = ErrorResult(failures=[])
@@ -454,6 +496,9 @@ def run_error_inputs(op: Any) -> ErrorResult:
         if _raises_as_expected(op, ei, "cpu") is not None:
             continue  # CPU itself does not raise as OpInfo says: nothing to compare
         result.expected += 1
+        twin = _valid_twin(op, ei)
+        if twin is not None:
+            _run_twin(op, twin)
         why = _raises_as_expected(op, ei, "tpu")
         if why is None:
             result.matched += 1
