@@ -417,6 +417,11 @@ def _to_keeping_aliases(tree: Any, device: str, pinned: set[int] = frozenset()) 
     return tree_unflatten([x if i in pinned else move(x) for i, x in enumerate(leaves)], spec)
 
 
+def _read(out: Any) -> None:
+    """Reads every tensor of `out` to the host: a check inside a fused program raises there."""
+    tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, out)
+
+
 def _raises_as_expected(op: Any, error_input: Any, device: str) -> str | None:
     """None when running the error input on `device` raises as OpInfo expects, else why not."""
     s = error_input.sample_input
@@ -426,8 +431,7 @@ def _raises_as_expected(op: Any, error_input: Any, device: str) -> str | None:
         return f"inputs: {_short(e)}"
     try:
         out = op(inp, *args, **kwargs)
-        # A check inside a fused program raises at the next read or sync.
-        tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, out)
+        _read(out)
         if device == "tpu":
             torch.tpu.synchronize()
     except Exception as e:  # noqa: BLE001 (compared with what OpInfo expects)
@@ -458,7 +462,8 @@ def _valid_twin(op: Any, error_input: Any) -> Any | None:
             twin[i] = v
         args, kwargs = tree_unflatten(twin, spec)
         sample = type(s)(s.input, args=args, kwargs=kwargs)
-        inp, args, kwargs = tree_map(_clone, (s.input, args, kwargs))  # in-place ops write
+        # clones: in-place ops write their arguments
+        inp, args, kwargs = tree_map(_clone, (sample.input, sample.args, sample.kwargs))
         try:
             op(inp, *args, **kwargs)
         except Exception:  # noqa: BLE001, S112 (these values are rejected too: try the next)
@@ -476,7 +481,7 @@ def _run_twin(op: Any, twin: Any) -> None:
     inp, args, kwargs = _to_keeping_aliases((twin.input, twin.args, twin.kwargs), "tpu")
     try:
         out = op(inp, *args, **kwargs)
-        tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, out)
+        _read(out)
     except Exception:  # noqa: BLE001, S110 (an op tpu lacks: op_db's own tests report it)
         pass
 
