@@ -9,10 +9,11 @@ and are narrowed to the sizes the graph's symbolic shapes give for this call.
 
 A symbol's bound is its `max=` when it has one, else the next power of two (at least 16), so a
 loop over lengths compiles once per power of two (a capture for up to twice a bound serves it:
-torchtpu/_dynamo.py). Storages are flat, and XLA packs a dynamic dim's real entries first whenever a value is
-reshaped, so a graph is handled here only when that packing leaves the padded layout as it is:
-every tensor's dynamic dim is its outermost dim in memory that is not 1 (packed sequences, batch
-1). Other graphs, and those whose results would depend on where the padding sits (a size that is
+torchtpu/_dynamo.py). XLA packs a dynamic dim's real entries first whenever a value is reshaped,
+so a graph is handled here only when no reshape would move them: each view either keeps every
+dynamic dim outermost in memory or regroups only static dims around dynamic dims it keeps whole,
+and results are set back to their padded extent before they are stored (unmark_outputs). Other
+graphs, and those whose results would depend on where the padding sits (a size that is
 not a product of symbols and integers, as a `cat` along a dynamic dim gives; flips, sorts,
 negative or symbolic indices along a dynamic dim; in-place writes to a dynamic input) are
 captured at their first shape; from their second (in fused mode) they run op by op, and fused
@@ -128,6 +129,55 @@ def _packs_in_place(v: Any) -> bool:
     return all(int(v.shape[k]) == 1 for k in range(v.dim()) if k != d and strides[k] > strides[d])
 
 
+# Views that only reorder, insert or drop dims of size 1, or cut a prefix: a strided view of the
+# padded value (or of XLA's, which keeps each dim's padding) means the same entries.
+_STRIDED_VIEWS = {
+    "permute", "transpose", "t", "expand", "unsqueeze", "squeeze", "slice", "select", "narrow",
+    "alias", "detach", "split", "split_with_sizes", "unbind", "chunk", "movedim", "swapaxes",
+    "numpy_T", "mT", "adjoint",
+}  # fmt: skip
+
+
+def _reshapes(n: torch.fx.Node) -> bool:
+    """Whether n is a view that regroups dims (view, reshape, as_strided, ...): XLA packs a
+    dynamic dim's real entries first when it reshapes, which moves them unless that dim is the
+    outermost in memory."""
+    schema = n.target._schema
+    if schema.is_mutable or not any(r.alias_info is not None for r in schema.returns):
+        return False
+    return schema.name.split("::")[-1] not in _STRIDED_VIEWS
+
+
+def _keeps_dynamic_dim(n: torch.fx.Node) -> bool:
+    """Whether a reshape leaves XLA nothing to pack: its operand and result are laid out as
+    their padded extents would be, or it regroups only static dims between dynamic dims that it
+    keeps whole and in order ([b, s, h] to [b, s, heads, h / heads], [b * heads, s, t] to
+    [b, heads, s, t])."""
+    x, y = n.args[0].meta.get("val"), n.meta.get("val")
+    if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):
+        return False
+    if _packs_in_place(x) and _packs_in_place(y):
+        return True
+    if x.shape == y.shape and x.stride() == y.stride():
+        return True  # the same view again
+    if not (x.is_contiguous() and y.is_contiguous()):
+        return False
+
+    def runs(v: torch.Tensor) -> tuple[list[sympy.Expr], list[int]]:
+        """The dynamic dims' sizes in order, and the products of the static runs around them."""
+        dyn, static, run = [], [], 1
+        for sz in v.shape:
+            if (e := _expr(sz)) is None:
+                run *= int(sz)
+            else:
+                dyn.append(e)
+                static.append(run)
+                run = 1
+        return dyn, static + [run]
+
+    return runs(x) == runs(y)
+
+
 def _tensor_exprs(v: Any) -> list[sympy.Expr]:
     if not isinstance(v, torch.Tensor):
         return []
@@ -196,10 +246,10 @@ def plan(gm: torch.fx.GraphModule) -> Plan | None:
             return _refused(n, "a size that is not a product of symbols and integers")
         if any(isinstance(v, torch.Tensor) and v.device.type != "tpu" for v in vals):
             return _refused(n, "a host part: not one device program")
-        if not all(_packs_in_place(v) for v in vals):
-            return _refused(n, "a dynamic dim that is not outermost in memory")
         if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
             continue
+        if _reshapes(n) and not _keeps_dynamic_dim(n):
+            return _refused(n, "a reshape of a dynamic dim that is not outermost in memory")
         if n.target._schema.name in _FLUSHES or n.target.namespace == "_c10d_functional":
             # The rest of the graph would run apart from its set_dimension_size.
             return _refused(n, "a value read back, or a collective")
@@ -483,4 +533,22 @@ def narrow_outputs(p: Plan, outs: list[Any], vals: dict) -> list[Any]:
                 if isinstance(s, torch.SymInt):
                     t = t.narrow(d, 0, _eval(s, vals))
             res[i] = t
+    return res
+
+
+def unmark_outputs(p: Plan, outs: list[Any], sizes: list[torch.Tensor]) -> list[Any]:
+    """Inside a capture: each output's dynamic dims set back to their padded extent. A program
+    stores its results flat, and XLA packs a dynamic dim's real entries first when it reshapes:
+    at the full extent there is nothing to pack, so every result keeps the padded layout that
+    narrow_outputs cuts (also where the dynamic dim is not outermost in memory)."""
+    res = list(outs)
+    for i, fake in enumerate(p.outputs):
+        if not isinstance(fake, torch.Tensor) or not isinstance(res[i], torch.Tensor):
+            continue
+        t = res[i]
+        for d, s in enumerate(fake.shape):
+            if isinstance(s, torch.SymInt) and t.shape[d] > 1:
+                full = torch.full_like(sizes[0], t.shape[d])
+                t = torch.ops.torchtpu.set_dimension_size(t, d, full)
+        res[i] = t
     return res

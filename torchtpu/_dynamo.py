@@ -63,7 +63,12 @@ class _BoundedInterpreter(_Interpreter):
             return self._noted(
                 n, lambda: _bounded.call_with_values(n, args, kwargs, positions, self.sizes)
             )
-        return super().run_node(n)
+        out = super().run_node(n)
+        if n.op == "output":
+            out = type(out)(
+                _bounded.unmark_outputs(self.plan, list(out), list(self.sizes.values()))
+            )
+        return out
 
 
 def _values(v: Any) -> list[Any]:
@@ -198,7 +203,7 @@ class CompiledGraph:
         self._split(self.device is not None and self.bounded is None and not self.hinted)
         # A symbolic graph the bounded plan refuses is captured per shape, until a second shape
         # shows the sizes do vary: then it runs op by op in fused mode, whose bounded programs
-        # serve every later size (a softmax over a dim that is not outermost).
+        # serve every later size (a Linear on [batch, length, hidden], batch > 1).
         self.shapes: set[tuple[Any, ...]] | None = (
             set()
             if self.bounded is None and self.replayable and _symbolic(example_inputs)
