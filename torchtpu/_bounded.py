@@ -142,10 +142,32 @@ def _reshapes(n: torch.fx.Node) -> bool:
     """Whether n is a view that regroups dims (view, reshape, as_strided, ...): XLA packs a
     dynamic dim's real entries first when it reshapes, which moves them unless that dim is the
     outermost in memory."""
+    return _is_view(n) and n.target._schema.name.split("::")[-1] not in _STRIDED_VIEWS
+
+
+def _is_view(n: torch.fx.Node) -> bool:
     schema = n.target._schema
-    if schema.is_mutable or not any(r.alias_info is not None for r in schema.returns):
-        return False
-    return schema.name.split("::")[-1] not in _STRIDED_VIEWS
+    return not schema.is_mutable and any(r.alias_info is not None for r in schema.returns)
+
+
+# Ops whose lowering rules keep each dim where it is (no reshape across a dynamic dim), tested
+# against CPU with a dynamic dim that is not outermost in memory (tests/test_bounded.py). Others
+# may flatten it inside their rule (embedding's gather flattens its indices), which XLA packs.
+_KEEPS_INNER_DIMS = {
+    "sum", "mean", "amax", "amin", "all", "any", "var", "std", "var_mean", "logsumexp",
+    "_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data",
+    "bmm", "mm", "native_layer_norm", "native_layer_norm_backward", "clone", "_to_copy",
+    "full_like", "zeros_like", "ones_like", "empty_like",
+}  # fmt: skip
+
+
+def _keeps_inner_dims(n: torch.fx.Node) -> bool:
+    """Whether n's lowering keeps a dynamic dim that is not outermost in memory where it is:
+    elementwise ops, strided views and the ops above."""
+    if torch.Tag.pointwise in n.target.tags:
+        return True
+    name = n.target._schema.name.split("::")[-1]
+    return name in _KEEPS_INNER_DIMS or (_is_view(n) and name in _STRIDED_VIEWS)
 
 
 def _keeps_dynamic_dim(n: torch.fx.Node) -> bool:
@@ -248,8 +270,12 @@ def plan(gm: torch.fx.GraphModule) -> Plan | None:
             return _refused(n, "a host part: not one device program")
         if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
             continue
-        if _reshapes(n) and not _keeps_dynamic_dim(n):
-            return _refused(n, "a reshape of a dynamic dim that is not outermost in memory")
+        inner = vals + [a.meta.get("val") for a in n.all_input_nodes]
+        if not all(_packs_in_place(v) for v in inner):
+            if _reshapes(n) and not _keeps_dynamic_dim(n):
+                return _refused(n, "a reshape of a dynamic dim that is not outermost in memory")
+            if not _reshapes(n) and not _keeps_inner_dims(n):
+                return _refused(n, "an op that may reshape a dynamic dim not outermost in memory")
         if n.target._schema.name in _FLUSHES or n.target.namespace == "_c10d_functional":
             # The rest of the graph would run apart from its set_dimension_size.
             return _refused(n, "a value read back, or a collective")
