@@ -211,9 +211,12 @@ class Plan:
     """Where a graph's symbols come from and what its outputs' sizes are."""
 
     symbols: list[sympy.Symbol]
-    sources: dict[sympy.Symbol, tuple[int, int | None]]  # (input, dim or None for a SymInt)
-    inputs: list[dict[int, sympy.Symbol]]  # per input: its dynamic dims and their symbols
-    ints: dict[int, sympy.Symbol]  # the SymInt inputs
+    # Where each symbol's value is read: (input, dim or None for a SymInt, the integer the
+    # symbol is multiplied by there).
+    sources: dict[sympy.Symbol, tuple[int, int | None, int]]
+    # Per input: its dynamic dims, each as (symbol, integer factor): 17*s for [17*s, h].
+    inputs: list[dict[int, tuple[sympy.Symbol, int]]]
+    ints: dict[int, tuple[sympy.Symbol, int]]  # the SymInt inputs, as (symbol, factor)
     ranges: dict[sympy.Symbol, int | None]  # each symbol's max, when it has one
     outputs: list[Any]  # per output: its fake value (sizes as SymInts)
     # Ops that take a symbolic size as a value (mean's backward divides by it): the argument
@@ -237,27 +240,31 @@ def plan(gm: torch.fx.GraphModule) -> Plan | None:
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     symbols: list[sympy.Symbol] = []
     value_args: dict[torch.fx.Node, list[int | str]] = {}
-    sources: dict[sympy.Symbol, tuple[int, int | None]] = {}
-    inputs: list[dict[int, sympy.Symbol]] = []
-    ints: dict[int, sympy.Symbol] = {}
+    sources: dict[sympy.Symbol, tuple[int, int | None, int]] = {}
+    inputs: list[dict[int, tuple[sympy.Symbol, int]]] = []
+    ints: dict[int, tuple[sympy.Symbol, int]] = {}
     for k, n in enumerate(placeholders):
         v = n.meta.get("val")
-        dims: dict[int, sympy.Symbol] = {}
+        dims: dict[int, tuple[sympy.Symbol, int]] = {}
         found = [(None, _expr(v))] if isinstance(v, torch.SymInt) else []
         if isinstance(v, torch.Tensor):
             found = [(d, e) for d, sz in enumerate(v.shape) if (e := _expr(sz)) is not None]
             if found and v.device.type != "tpu":
                 return _refused(n, "a host input of a symbolic size")
         for d, e in found:
-            if not e.is_Symbol:
-                return _refused(n, f"an input of size {e}, not one symbol")
+            # A backward graph takes [17*s, h] activations where the forward viewed [s, 17, h]:
+            # an integer times one symbol, read back by dividing.
+            factor, sym = e.as_coeff_Mul()
+            if not sym.is_Symbol or not factor.is_Integer or factor < 1:
+                return _refused(n, f"an input of size {e}, not a symbol times an integer")
             if d is not None:
-                dims[d] = e
+                dims[d] = (sym, int(factor))
             else:
-                ints[k] = e
-            sources.setdefault(e, (k, d))
-            if e not in symbols:
-                symbols.append(e)
+                ints[k] = (sym, int(factor))
+            if sources.get(sym, (0, 0, 2))[2] != 1:
+                sources[sym] = (k, d, int(factor))  # a plain symbol where there is one
+            if sym not in symbols:
+                symbols.append(sym)
         inputs.append(dims)
     if not symbols:
         return None
@@ -446,8 +453,8 @@ def values(p: Plan, inputs: list[Any]) -> dict[sympy.Symbol, int]:
     """The symbols' values in this call."""
     out = {}
     for s in p.symbols:
-        k, d = p.sources[s]
-        out[s] = int(inputs[k]) if d is None else int(inputs[k].shape[d])
+        k, d, factor = p.sources[s]
+        out[s] = (int(inputs[k]) if d is None else int(inputs[k].shape[d])) // factor
     return out
 
 
@@ -476,12 +483,14 @@ def pad_inputs(p: Plan, inputs: list[Any], bnd: dict[sympy.Symbol, int]) -> list
     is a narrowed view of a padded buffer) is widened in place; another goes through the host.
     """
     out = list(inputs)
-    for k, s in p.ints.items():
-        out[k] = bnd[s]
+    for k, (s, factor) in p.ints.items():
+        out[k] = bnd[s] * factor
     for k, dims in enumerate(p.inputs):
         if dims:
             x = inputs[k]
-            sizes = [bnd[dims[d]] if d in dims else n for d, n in enumerate(x.shape)]
+            sizes = [
+                bnd[dims[d][0]] * dims[d][1] if d in dims else n for d, n in enumerate(x.shape)
+            ]
             out[k] = _widen(x, sizes)
     return out
 
@@ -542,8 +551,9 @@ def mark(p: Plan, padded: list[Any], sizes: list[torch.Tensor]) -> list[Any]:
     out = list(padded)
     index = {s: i for i, s in enumerate(p.symbols)}
     for k, dims in enumerate(p.inputs):
-        for d, s in dims.items():
-            out[k] = torch.ops.torchtpu.set_dimension_size(out[k], d, sizes[index[s]])
+        for d, (s, factor) in dims.items():
+            size = sizes[index[s]] if factor == 1 else sizes[index[s]] * factor
+            out[k] = torch.ops.torchtpu.set_dimension_size(out[k], d, size)
     return out
 
 
@@ -560,6 +570,25 @@ def narrow_outputs(p: Plan, outs: list[Any], vals: dict) -> list[Any]:
                     t = t.narrow(d, 0, _eval(s, vals))
             res[i] = t
     return res
+
+
+def remark(fake: Any, t: Any, sizes: dict[sympy.Symbol, torch.Tensor]) -> Any:
+    """Inside a capture: a reshaped value's sizes set again, every dim. XLA infers which dim of
+    a reshape's result is dynamic, and when a dynamic dim is split ([17*s, h] to [s, 17, h])
+    it can pick another than the one that is: sums came out right (the padded rows were zeros)
+    and means divided by a wrong count."""
+    if not isinstance(fake, torch.Tensor) or not isinstance(t, torch.Tensor):
+        return t
+    if not _tensor_exprs(fake):
+        return t
+    any_size = next(iter(sizes.values()))
+    for d, n in enumerate(fake.shape):
+        e = _expr(n)
+        if e is None:
+            continue
+        size = torch.as_tensor(value_tensor(e, sizes)).to(any_size.dtype)
+        t = torch.ops.torchtpu.set_dimension_size(t, d, size)
+    return t
 
 
 def unmark_outputs(p: Plan, outs: list[Any], sizes: list[torch.Tensor]) -> list[Any]:
