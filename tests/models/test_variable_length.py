@@ -1,4 +1,5 @@
-"""Variable-length training on real Hugging Face models in fused eager (issue 35's matrix;
+"""Variable-length training on real Hugging Face models in fused eager, and ViT under
+torch.compile (issue 35's matrix;
 `benchmarks/variable_length.py` prints the figures): a new sequence length (ViT: batch size) at
 every step, AdamW, `loss.item()` each step. The losses must be CPU's at every step, and after the
 first two lengths (the exact programs, then the family's bounded ones) a model compiles at most
@@ -50,3 +51,15 @@ def test_dropout_keeps_one_program_per_bound(name):
     got = vl.run(name, "tpu", SIZES, dropout=0.1)
     assert all(torch.isfinite(torch.tensor(got.losses)))
     assert sum(got.compiles[2:]) <= 4, got.compiles
+
+
+def test_compiled_vit_at_new_batch_sizes_matches_cpu():
+    """ViT under torch.compile(backend="tpu") at a new batch size every step: its backward graphs
+    take [17 * batch, hidden] activations, and its Linear layers view [batch, 17, hidden] as
+    [17 * batch, hidden] and back (a split XLA once took the wrong dim of, giving a mean a wrong
+    count). Losses are CPU's at every step."""
+    torch._dynamo.reset()
+    got = vl.run("vit", "tpu", SIZES, compiled=True)
+    torch._dynamo.reset()
+    torch.testing.assert_close(got.losses, vl.run("vit", "cpu", SIZES).losses, rtol=1e-5, atol=1e-6)
+    assert sum(got.compiles[2:]) <= 5, got.compiles
