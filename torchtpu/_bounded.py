@@ -138,16 +138,20 @@ _STRIDED_VIEWS = {
 }  # fmt: skip
 
 
-def _reshapes(n: torch.fx.Node) -> bool:
-    """Whether n is a view that regroups dims (view, reshape, as_strided, ...): XLA packs a
-    dynamic dim's real entries first when it reshapes, which moves them unless that dim is the
-    outermost in memory."""
-    return _is_view(n) and n.target._schema.name.split("::")[-1] not in _STRIDED_VIEWS
+def _name(n: torch.fx.Node) -> str:
+    return n.target._schema.name.split("::")[-1]
 
 
 def _is_view(n: torch.fx.Node) -> bool:
     schema = n.target._schema
     return not schema.is_mutable and any(r.alias_info is not None for r in schema.returns)
+
+
+def reshapes(n: torch.fx.Node) -> bool:
+    """Whether n is a view that regroups dims (view, reshape, as_strided, ...): XLA packs a
+    dynamic dim's real entries first when it reshapes, which moves them unless that dim is the
+    outermost in memory."""
+    return _is_view(n) and _name(n) not in _STRIDED_VIEWS
 
 
 # Ops whose lowering rules keep each dim where it is (no reshape across a dynamic dim), tested
@@ -162,12 +166,11 @@ _KEEPS_INNER_DIMS = {
 
 
 def _keeps_inner_dims(n: torch.fx.Node) -> bool:
-    """Whether n's lowering keeps a dynamic dim that is not outermost in memory where it is:
-    elementwise ops, strided views and the ops above."""
-    if torch.Tag.pointwise in n.target.tags:
-        return True
-    name = n.target._schema.name.split("::")[-1]
-    return name in _KEEPS_INNER_DIMS or (_is_view(n) and name in _STRIDED_VIEWS)
+    """Whether n keeps a dynamic dim that is not outermost in memory where it is: a strided
+    view, a view that regroups only static dims around it, an elementwise op or one above."""
+    if _is_view(n):
+        return not reshapes(n) or _keeps_dynamic_dim(n)
+    return torch.Tag.pointwise in n.target.tags or _name(n) in _KEEPS_INNER_DIMS
 
 
 def _keeps_dynamic_dim(n: torch.fx.Node) -> bool:
@@ -180,7 +183,7 @@ def _keeps_dynamic_dim(n: torch.fx.Node) -> bool:
         return False
     if _packs_in_place(x) and _packs_in_place(y):
         return True
-    if x.shape == y.shape and x.stride() == y.stride():
+    if _sizes(x.shape) == _sizes(y.shape) and _sizes(x.stride()) == _sizes(y.stride()):
         return True  # the same view again
     if not (x.is_contiguous() and y.is_contiguous()):
         return False
@@ -198,6 +201,11 @@ def _keeps_dynamic_dim(n: torch.fx.Node) -> bool:
         return dyn, static + [run]
 
     return runs(x) == runs(y)
+
+
+def _sizes(sizes: Any) -> list[Any]:
+    """Sizes or strides as expressions and ints, compared without guarding on a symbol."""
+    return [_expr(n) if isinstance(n, torch.SymInt) else int(n) for n in sizes]
 
 
 def _tensor_exprs(v: Any) -> list[sympy.Expr]:
@@ -261,7 +269,7 @@ def plan(gm: torch.fx.GraphModule) -> Plan | None:
                 dims[d] = (sym, int(factor))
             else:
                 ints[k] = (sym, int(factor))
-            if sources.get(sym, (0, 0, 2))[2] != 1:
+            if sym not in sources or sources[sym][2] != 1:
                 sources[sym] = (k, d, int(factor))  # a plain symbol where there is one
             if sym not in symbols:
                 symbols.append(sym)
@@ -278,11 +286,8 @@ def plan(gm: torch.fx.GraphModule) -> Plan | None:
         if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
             continue
         inner = vals + [a.meta.get("val") for a in n.all_input_nodes]
-        if not all(_packs_in_place(v) for v in inner):
-            if _reshapes(n) and not _keeps_dynamic_dim(n):
-                return _refused(n, "a reshape of a dynamic dim that is not outermost in memory")
-            if not _reshapes(n) and not _keeps_inner_dims(n):
-                return _refused(n, "an op that may reshape a dynamic dim not outermost in memory")
+        if not all(_packs_in_place(v) for v in inner) and not _keeps_inner_dims(n):
+            return _refused(n, "an op that may reshape a dynamic dim not outermost in memory")
         if n.target._schema.name in _FLUSHES or n.target.namespace == "_c10d_functional":
             # The rest of the graph would run apart from its set_dimension_size.
             return _refused(n, "a value read back, or a collective")
@@ -295,7 +300,7 @@ def plan(gm: torch.fx.GraphModule) -> Plan | None:
         dynamic_in = [a for a in ins if _tensor_exprs(a)]
         if not dynamic_in:
             continue
-        name = n.target._schema.name.split("::")[-1]
+        name = _name(n)
         if name in _POSITIONAL:
             return _refused(n, "its result depends on where the padding sits")
         if name in ("select", "slice", "narrow") and not _prefix_index(n):
@@ -546,14 +551,20 @@ def size_tensors(p: Plan, vals: dict, device: torch.device) -> list[torch.Tensor
     return [torch.tensor(vals[s], dtype=torch.int32).to(device) for s in p.symbols]
 
 
+def _set_sizes(t: torch.Tensor, sizes: dict[int, torch.Tensor]) -> torch.Tensor:
+    """Inside a capture: t with the size of each dim d set to the 0-d int32 sizes[d]."""
+    for d, size in sizes.items():
+        t = torch.ops.torchtpu.set_dimension_size(t, d, size)
+    return t
+
+
 def mark(p: Plan, padded: list[Any], sizes: list[torch.Tensor]) -> list[Any]:
     """Inside a capture: the padded inputs marked with their real sizes."""
     out = list(padded)
     index = {s: i for i, s in enumerate(p.symbols)}
     for k, dims in enumerate(p.inputs):
-        for d, (s, factor) in dims.items():
-            size = sizes[index[s]] if factor == 1 else sizes[index[s]] * factor
-            out[k] = torch.ops.torchtpu.set_dimension_size(out[k], d, size)
+        real = {d: sizes[index[s]] * f if f != 1 else sizes[index[s]] for d, (s, f) in dims.items()}
+        out[k] = _set_sizes(out[k], real)
     return out
 
 
@@ -579,31 +590,20 @@ def remark(fake: Any, t: Any, sizes: dict[sympy.Symbol, torch.Tensor]) -> Any:
     and means divided by a wrong count."""
     if not isinstance(fake, torch.Tensor) or not isinstance(t, torch.Tensor):
         return t
-    if not _tensor_exprs(fake):
-        return t
-    any_size = next(iter(sizes.values()))
-    for d, n in enumerate(fake.shape):
-        e = _expr(n)
-        if e is None:
-            continue
-        size = torch.as_tensor(value_tensor(e, sizes)).to(any_size.dtype)
-        t = torch.ops.torchtpu.set_dimension_size(t, d, size)
-    return t
+    exprs = {d: e for d, n in enumerate(fake.shape) if (e := _expr(n)) is not None}
+    return _set_sizes(t, {d: value_tensor(e, sizes).to(torch.int32) for d, e in exprs.items()})
 
 
-def unmark_outputs(p: Plan, outs: list[Any], sizes: list[torch.Tensor]) -> list[Any]:
+def unmark_outputs(p: Plan, outs: list[Any], size: torch.Tensor) -> list[Any]:
     """Inside a capture: each output's dynamic dims set back to their padded extent. A program
     stores its results flat, and XLA packs a dynamic dim's real entries first when it reshapes:
     at the full extent there is nothing to pack, so every result keeps the padded layout that
-    narrow_outputs cuts (also where the dynamic dim is not outermost in memory)."""
+    narrow_outputs cuts (also where the dynamic dim is not outermost in memory). `size` is
+    any of the capture's size tensors (for its type and device)."""
     res = list(outs)
     for i, fake in enumerate(p.outputs):
-        if not isinstance(fake, torch.Tensor) or not isinstance(res[i], torch.Tensor):
-            continue
-        t = res[i]
-        for d, s in enumerate(fake.shape):
-            if isinstance(s, torch.SymInt) and t.shape[d] > 1:
-                full = torch.full_like(sizes[0], t.shape[d])
-                t = torch.ops.torchtpu.set_dimension_size(t, d, full)
-        res[i] = t
+        if isinstance(fake, torch.Tensor) and isinstance(res[i], torch.Tensor):
+            dims = [d for d, n in enumerate(fake.shape) if isinstance(n, torch.SymInt)]
+            full = {d: torch.full_like(size, res[i].shape[d]) for d in dims if res[i].shape[d] > 1}
+            res[i] = _set_sizes(res[i], full)
     return res

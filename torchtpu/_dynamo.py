@@ -64,13 +64,12 @@ class _BoundedInterpreter(_Interpreter):
                 n, lambda: _bounded.call_with_values(n, args, kwargs, positions, self.sizes)
             )
         out = super().run_node(n)
-        if isinstance(n.target, torch._ops.OpOverload) and _bounded._reshapes(n):
+        if isinstance(n.target, torch._ops.OpOverload) and _bounded.reshapes(n):
             # XLA may take another dim of a reshape's result as the dynamic one (_bounded.remark)
             out = _bounded.remark(n.meta.get("val"), out, self.sizes)
         if n.op == "output":
-            out = type(out)(
-                _bounded.unmark_outputs(self.plan, list(out), list(self.sizes.values()))
-            )
+            any_size = next(iter(self.sizes.values()))
+            out = type(out)(_bounded.unmark_outputs(self.plan, list(out), any_size))
         return out
 
 
