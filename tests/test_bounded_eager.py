@@ -317,6 +317,21 @@ def test_debug_output_names_why_a_new_size_compiles_exact():
     assert "runs exact at a new size: stablehlo.reverse" in done.stderr
 
 
+def test_debug_output_names_a_size_no_formula_gives():
+    """A flattened [s, t] has s*t entries: one symbol explains the first two pairs (t, 2t), the
+    third does not fit it, and no a*s + c*t + b gives s*t there. The message names the sizes and
+    the op whose result holds them."""
+    script = (
+        "import torch, torchtpu\n"
+        "for s, t in ((20, 10), (30, 15), (41, 20)):\n"
+        "    a, b = torch.randn(s).to('tpu'), torch.randn(t).to('tpu')\n"
+        "    torch.outer(a, b).reshape(-1).softmax(0).sum().item()\n"
+    )
+    done = run_fused(script, TORCHTPU_FUSED_DEBUG="1")
+    assert "(41 where it gives 40: dim 0 of a parameter)" in done.stderr, done.stderr
+    assert "nor a*s + c*t + b: 200, 450, 820 at dim 0 of stablehlo." in done.stderr, done.stderr
+
+
 def test_layer_norm_and_index_checks_over_a_sized_dim(device):
     """Issue 35's BERT: native_layer_norm's composite kernel computed its statistics as a flat
     [4n] that the backward reshaped to [4, n] (padding moved), and an index check's lower bound
@@ -439,3 +454,43 @@ def test_an_index_check_over_two_sized_dims_keeps_a_family(device):
         got = table.to(device)[rel.abs() % 9].sum(-1).softmax(-1)
         torch.testing.assert_close(got.cpu(), want, msg=f"n = {n}")
     assert new_programs() - programs <= 3
+
+
+def test_a_relative_position_bias_trained_at_new_lengths(device):
+    """T5's relative-position bias: an embedding over [n, n] buckets, permuted to heads-first,
+    added to [b, heads, n, n] scores under a mask (whose result keeps the bias's permuted
+    layout), trained at a new n each step. Embedding's composite kernel flattened the buckets to
+    [n * n], and the permuted results went through flat copies of their storages: sizes that are
+    products of n, which no a*s + b gives, so every length compiled. Now the flushes of every
+    length after the first two run bounded programs, and values and gradients are CPU's."""
+    torch.manual_seed(0)
+    bias = torch.nn.Embedding(8, 4)
+    tpu_bias = copy.deepcopy(bias).to(device)
+
+    def step(table: torch.nn.Embedding, q: torch.Tensor, keep: torch.Tensor) -> list:
+        n = q.shape[2]
+        pos = torch.arange(n, device=q.device)
+        rel = (pos[None, :] - pos[:, None]).abs().clamp(max=7)
+        b = table(rel).permute(2, 0, 1).unsqueeze(0)  # [1, 4, n, n]
+        b = torch.where(keep[:, None, None, :], b, torch.finfo(b.dtype).min)
+        scores = q @ q.transpose(-1, -2) + b
+        loss = scores.softmax(-1).square().sum()
+        loss.backward()
+        grad = table.weight.grad.clone()
+        table.weight.grad = None
+        return [loss.detach(), grad]
+
+    lengths = [17, 45, 30, 51, 108, 18, 85]
+    programs = []
+    for n in lengths:
+        q = torch.randn(2, 4, n, 8)
+        keep = torch.rand(2, n) > 0.2
+        before = new_programs()
+        got = step(tpu_bias, q.to(device), keep.to(device))
+        got = [g.cpu() for g in got]
+        programs.append(new_programs() - before)
+        for g, w in zip(got, step(bias, q, keep)):
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4, msg=f"n = {n}")
+    # One symbol explains two lengths; families of programs whose sizes are all multiples of n
+    # need no third. (Before: a program per length.)
+    assert sum(programs[2:]) <= 4, programs

@@ -135,3 +135,29 @@ def test_kv_cache_decoding_loop_matches_cpu(device):
         return torch.cat(outs, 1)
 
     torch.testing.assert_close(decode(device).cpu(), decode("cpu"))
+
+
+@pytest.mark.parametrize("mode", ["fused", "strict"])
+def test_permuted_tensors_through_their_storages_match_cpu(device, mode):
+    """An op on a permuted tensor returns one laid out the same way (T5's masked position bias);
+    its storage holds its dims in memory order, and reads of every kind (the permuted view
+    again, another permutation, a slice, a reinterpreting dtype view, a write into part of it)
+    see the values CPU sees."""
+
+    def run(dev):
+        torch.manual_seed(0)
+        bias = torch.randn(5, 7, 4).to(dev).permute(2, 0, 1).unsqueeze(0)  # [1, 4, 5, 7]
+        mask = (torch.arange(7) % 3 == 0).to(dev)
+        out = torch.where(mask, bias, -1.5) * 2  # strides follow bias's
+        back = out.squeeze(0).permute(1, 2, 0)  # [5, 7, 4], contiguous in memory
+        part = out[:, 1:3, 2:].clone()
+        out[:, :, 0] = 9.0  # a write into part of the permuted tensor
+        bits = back.view(torch.int32) & 0xFF
+        return [out.stride(), out, back.contiguous(), part, out.transpose(2, 3), bits]
+
+    with torchtpu.mode(mode):
+        got = run(device)
+    want = run("cpu")
+    assert got[0] == want[0]  # the same layout as CPU's
+    for g, w in zip(got[1:], want[1:]):
+        torch.testing.assert_close(g.cpu(), w)

@@ -69,10 +69,13 @@ Value GraphBuilder::ReadStored(const at::Tensor& t) {
   Slot* slot = SlotOf(t);
   if (FindWritten(slot) == nullptr) {
     eager::LazyPtr buf = Current(t.storage());
-    // Fast path: the tensor is its buffer, maybe reshaped.
-    if (buf && buf->type.dtype == s.dtype && lowering::IsWholeContiguous(s, buf->type.numel())) {
-      return ir::Reshape(g, SourcedInput(buf, Source{t.storage().unsafeGetStorageImpl()}), s.sizes);
+    if (!buf) return ir::Constant(g, 0, s.dtype, s.sizes);  // never written: zeros
+    // Fast paths: the tensor is its buffer, maybe reshaped, or all of it permuted.
+    Value whole = SourcedInput(buf, Source{t.storage().unsafeGetStorageImpl()});
+    if (buf->type.dtype == s.dtype && lowering::IsWholeContiguous(s, buf->type.numel())) {
+      return ir::Reshape(g, whole, s.sizes);
     }
+    if (std::optional<Value> v = lowering::ReadPermuted(g, whole, s)) return *v;
   }
   s.offset_value = Scalar(s.offset);  // views at other offsets share this program
   return lowering::ReadView(g, Base(t, s.dtype), s);
@@ -155,12 +158,15 @@ void GraphBuilder::Write(const at::Tensor& t, Value v) {
   v = ir::Convert(g, v, s.dtype);
   Slot* slot = SlotOf(t);
   int64_t elems = StorageElems(t);
+  const bool whole = static_cast<int64_t>(t.storage().nbytes()) == elems * t.element_size();
   Value result;
-  if (lowering::IsWholeContiguous(s, elems) &&
-      static_cast<int64_t>(t.storage().nbytes()) == elems * t.element_size()) {
+  std::optional<Value> permuted;
+  if (whole && lowering::IsWholeContiguous(s, elems)) {
     // The buffer takes the tensor's shape, whatever shape the rule computed it in: a bounded
     // program pads a [8, s, 1] buffer along s, a flat [8s] one only at its end.
     result = ir::Reshape(g, v, s.sizes);
+  } else if (whole && (permuted = lowering::WritePermuted(g, s, v, elems))) {
+    result = *permuted;  // a permuted tensor's buffer: its dims in memory order
   } else {
     s.offset_value = Scalar(s.offset);
     Value flat = lowering::WriteView(g, Base(t, s.dtype), s, v);

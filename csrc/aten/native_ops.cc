@@ -274,9 +274,10 @@ void FillScalar(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::ji
 // when no kernel exists).
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // native_layer_norm's composite kernel runs batch norm on a [1, rows, cols] view, whose flat
-  // statistics a bounded program cannot pad along the rows' sized dim.
-  for (const char* name :
-       {"convolution_overrideable", "convolution_backward_overrideable", "native_layer_norm"}) {
+  // statistics a bounded program cannot pad along the rows' sized dim; embedding's flattens its
+  // indices, and a flat [s * s] (T5's relative positions) is no size a bounded program has.
+  for (const char* name : {"convolution_overrideable", "convolution_backward_overrideable",
+                           "native_layer_norm", "embedding"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&BoxedKernel>());
   }
   m.impl("fill_.Scalar", torch::CppFunction::makeFromBoxedFunction<&FillScalar>());

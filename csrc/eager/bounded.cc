@@ -125,13 +125,14 @@ void SaysExact(const ir::Graph& g, const std::string& why) {
 
 // For SaysExact: the first size the formula does not give (a size that is no sum of multiples
 // of the symbols: a flattened [s, t] is s*t).
-std::string Misfit(const ir::SizeFormula& f, const std::vector<int64_t>& sizes) {
+std::string Misfit(const ir::Graph& g, const ir::SizeFormula& f,
+                   const std::vector<int64_t>& sizes) {
   if (sizes.size() != f.sizes.size()) return " (another number of sizes)";
   const ir::Point x{sizes[f.symbol], f.TwoSymbols() ? sizes[f.symbol2] : 0};
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (f.sizes[i].At(x) == sizes[i]) continue;
-    return " (" + std::string(i < f.dims ? "a dim" : "a constant") + " of " +
-           std::to_string(sizes[i]) + " where it gives " + std::to_string(f.sizes[i].At(x)) + ")";
+    return " (" + std::to_string(sizes[i]) + " where it gives " + std::to_string(f.sizes[i].At(x)) +
+           ": " + ir::SizeSource(g, i) + ")";
   }
   return "";
 }
@@ -254,7 +255,7 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
     // that the next size does not fit gives way to the first two.
     auto fit = [&](std::optional<ir::SizeFormula> f) {
       if (!f) {
-        fam.why = "its sizes change in a way one symbol s (a*s + b) does not explain";
+        fam.why = "its sizes change in a way a*s + c*t + b does not explain";
         return false;
       }
       f->dims = ir::DimCount(g);
@@ -299,16 +300,25 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
       }
     }
     s = ir::SymbolOf(*fam.formula, sizes);
+    std::string refit;  // why two symbols did not explain it either
     if (!s && !fam.second.empty() && sizes != fam.second && fam.refits < kMaxRefits) {
       // A formula of one symbol (or two) that this member does not fit: two symbols through
       // the first two members and this one, in place of it when they explain it.
       ++fam.refits;
-      if (fit(ir::FitSizes(fam.first, fam.second, sizes, ir::DimCount(g)))) {
+      size_t misfit = ir::kNoSymbol;
+      if (fit(ir::FitSizes(fam.first, fam.second, sizes, ir::DimCount(g), &misfit))) {
         s = ir::SymbolOf(*fam.formula, sizes);
+      } else if (misfit != ir::kNoSymbol) {
+        refit = "; nor a*s + c*t + b: " + std::to_string(fam.first[misfit]) + ", " +
+                std::to_string(fam.second[misfit]) + ", " + std::to_string(sizes[misfit]) + " at " +
+                ir::SizeSource(g, misfit);
+      } else {
+        refit = "; in two symbols: " + fam.why;
       }
     }
     if (!s) {
-      SaysExact(g, "its sizes do not fit the family's formula" + Misfit(*fam.formula, sizes));
+      SaysExact(
+          g, "its sizes do not fit the family's formula" + Misfit(g, *fam.formula, sizes) + refit);
       return exact();
     }
     if (sizes != fam.first) {

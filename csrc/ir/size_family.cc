@@ -244,7 +244,7 @@ std::optional<SizeFormula> FitSizes(const std::vector<int64_t>& x, const std::ve
 }
 
 std::optional<SizeFormula> FitSizes(const std::vector<int64_t>& x, const std::vector<int64_t>& y,
-                                    const std::vector<int64_t>& z, size_t dims) {
+                                    const std::vector<int64_t>& z, size_t dims, size_t* misfit) {
   if (x.size() != y.size() || x.size() != z.size()) return std::nullopt;
   // Each size's changes from x, to y and to z, as a vector; s's and t's are two dims' vectors
   // that are not parallel, the smallest such (so that the others are integer multiples).
@@ -269,9 +269,12 @@ std::optional<SizeFormula> FitSizes(const std::vector<int64_t>& x, const std::ve
   for (size_t i = 0; i < x.size(); ++i) {
     const int64_t d1 = y[i] - x[i], d2 = z[i] - x[i];
     const int64_t an = d1 * q2 - d2 * q1, cn = p1 * d2 - p2 * d1;
-    if (an % det != 0 || cn % det != 0) return std::nullopt;
+    const bool shrinks = (an / det < 0 || cn / det < 0) && i < dims;  // a dim that shrinks
+    if (an % det != 0 || cn % det != 0 || shrinks) {
+      if (misfit != nullptr) *misfit = i;
+      return std::nullopt;
+    }
     const int64_t a = an / det, c = cn / det;
-    if ((a < 0 || c < 0) && i < dims) return std::nullopt;  // a dim that shrinks
     f.sizes[i] = {a, x[i] - a * x[p] - c * x[q], c};
   }
   f.symbol = p;
@@ -344,6 +347,15 @@ std::optional<Point> SymbolOf(const SizeFormula& f, const std::vector<int64_t>& 
 
 int64_t Capacity(const Affine& f, const Point& bound) {
   return f.Sized() ? f.a * bound.s + f.c * bound.t + std::min<int64_t>(f.b, 0) : f.b;
+}
+
+std::string SizeSource(const Graph& g, size_t i) {
+  const std::vector<size_t> at = SizeOffsets(g);
+  const auto v = static_cast<Value>(std::upper_bound(at.begin(), at.end(), i) - at.begin() - 1);
+  if (static_cast<size_t>(v) >= g.types.size()) return "a constant";
+  const std::string dim = "dim " + std::to_string(i - at[v]) + " of ";
+  const int32_t made_by = Producers(g)[v];
+  return dim + (made_by < 0 ? std::string("a parameter") : g.nodes[made_by].op + "'s result");
 }
 
 size_t DimCount(const Graph& g) {

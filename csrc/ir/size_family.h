@@ -21,6 +21,8 @@ namespace tpu::ir {
 std::vector<int64_t> Sizes(const Graph& g);
 // How many of Sizes(g) are dims.
 size_t DimCount(const Graph& g);
+// Which value holds size i of Sizes(g), for messages: "dim 1 of stablehlo.reshape's result".
+std::string SizeSource(const Graph& g, size_t i);
 
 // Values of a family's symbols s and t (t is 0 in a formula of one symbol).
 struct Point {
@@ -57,8 +59,10 @@ std::optional<SizeFormula> FitSizes(const std::vector<int64_t>& x, const std::ve
 // The formula in two symbols through three programs' sizes that one symbol does not explain:
 // s is the dim that changes least from x to y, t a dim whose changes are not a multiple of s's;
 // every size is then an integer combination a*s + c*t + b, and no dim shrinks as s or t grows.
+// `misfit`, when given, gets the first size that is not (a flattened [s, t] is s*t).
 std::optional<SizeFormula> FitSizes(const std::vector<int64_t>& x, const std::vector<int64_t>& y,
-                                    const std::vector<int64_t>& z, size_t dims);
+                                    const std::vector<int64_t>& z, size_t dims,
+                                    size_t* misfit = nullptr);
 // The formula of a family seen once, given that `size` is a size that varies (a dim marked
 // dynamic): each size equal to it is s; a dim that an op makes may be k*s or s+1 (merged rows,
 // one more row) and a constant k*s (a stride); other sizes are constants. One size cannot

@@ -308,6 +308,36 @@ Value ReadView(Graph& g, Value flat, const Strided& v) {
   return ir::BroadcastInDim(g, x, v.sizes, order);
 }
 
+namespace {
+
+// The chain of a view that is every one of `storage_elems` elements in some order of its dims.
+std::optional<Chain> PermutedChain(const Strided& v, int64_t storage_elems) {
+  const int64_t numel = Numel(v.sizes);
+  if (v.offset != 0 || numel != storage_elems) return std::nullopt;
+  Chain c = MakeChain(v, /*skip_broadcast=*/false);
+  if (!c.ok || c.span != numel || (!c.kept.empty() && v.strides[c.kept.back()] != 1)) {
+    return std::nullopt;
+  }
+  return c;
+}
+
+}  // namespace
+
+std::optional<Value> ReadPermuted(Graph& g, Value base, const Strided& v) {
+  if (g.type(base).dtype != v.dtype) return std::nullopt;
+  const std::optional<Chain> c = PermutedChain(v, g.type(base).numel());
+  if (!c) return std::nullopt;
+  return ir::Reshape(g, ir::Transpose(g, ir::Reshape(g, base, ChainDims(v, *c)), ChainToView(*c)),
+                     v.sizes);
+}
+
+std::optional<Value> WritePermuted(Graph& g, const Strided& v, Value update,
+                                   int64_t storage_elems) {
+  const std::optional<Chain> c = PermutedChain(v, storage_elems);
+  if (!c) return std::nullopt;
+  return ToChainOrder(g, update, v, *c);
+}
+
 Value WriteView(Graph& g, Value flat, const Strided& v, Value update) {
   int64_t n = g.type(flat).dims[0];
   int64_t numel = Numel(v.sizes);

@@ -27,6 +27,14 @@ struct Strided {
 Value AsFlat(Graph& g, Value base, DType t);
 // The elements of view `v` of a flat storage value.
 Value ReadView(Graph& g, Value flat, const Strided& v);
+// When the view is every element of `base` (a storage's buffer, any shape) in some order of its
+// dims (a permuted tensor), the buffer reshaped to that order and transposed, without the flat
+// copy, whose size a bounded program cannot have when two of its dims vary (T5's [t, t]
+// position bias, read permuted in its backward).
+std::optional<Value> ReadPermuted(Graph& g, Value base, const Strided& v);
+// The other way: when view `v` is every element of a storage of `storage_elems` in some order
+// of its dims, the storage's buffer holding `update` (dims in memory order).
+std::optional<Value> WritePermuted(Graph& g, const Strided& v, Value update, int64_t storage_elems);
 // The flat storage value after writing `update` (shaped like v.sizes) into view `v`.
 Value WriteView(Graph& g, Value flat, const Strided& v, Value update);
 // True when the view is the storage's elements in row-major order, all of them.
