@@ -494,3 +494,27 @@ def test_a_relative_position_bias_trained_at_new_lengths(device):
     # One symbol explains two lengths; families of programs whose sizes are all multiples of n
     # need no third. (Before: a program per length.)
     assert sum(programs[2:]) <= 4, programs
+
+
+def test_two_marked_lengths_run_bounded_from_the_first_pair(device):
+    """A decoder's queries (t) attend to an encoder's keys (s), both lengths marked: the first
+    pair's flush already runs a program of two symbols, and no later pair compiles."""
+    torch.manual_seed(0)
+    w = torch.randn(8, 8)
+
+    def attend(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        scores = (y @ w) @ x.transpose(0, 1) / 8**0.5
+        return torch.softmax(scores, -1) @ x + y.mean(0)
+
+    compiles, runs = [], bounded_runs()
+    for s, t in [(37, 23), (20, 7), (33, 9), (41, 30), (17, 25), (60, 3), (64, 64)]:
+        x, y = torch.randn(s, 8), torch.randn(t, 8)
+        xd, yd = x.to(device), y.to(device)
+        torchtpu.mark_dynamic(xd, 0, max=64)
+        torchtpu.mark_dynamic(yd, 0, max=64)
+        before = new_programs()
+        got = attend(xd, yd, w.to(device)).cpu()
+        compiles.append(new_programs() - before)
+        torch.testing.assert_close(got, attend(x, y, w), rtol=1e-5, atol=1e-5, msg=f"{s}, {t}")
+    assert compiles == [1, 0, 0, 0, 0, 0, 0], compiles
+    assert bounded_runs() - runs == 7

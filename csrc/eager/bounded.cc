@@ -37,10 +37,10 @@ struct Family {
   ir::Hash128 formula_hash;
   bool refused = false;  // its members run exact programs
   std::string why;       // of the refusal, for TORCHTPU_FUSED_DEBUG
-  // The formula came from this size hint (its id) and one member; -1 once a second size fits
-  // it or the first two give it; kOrphan once its hint died unconfirmed.
-  int64_t guessed = -1;
-  int64_t least_bound = 0;     // a hint's max, while its guess or what confirms it holds
+  // The formula came from this size hint (its id; and guessed_t's for t) and one member; -1
+  // once a second size fits it or the first two give it; kOrphan once a hint died unconfirmed.
+  int64_t guessed = -1, guessed_t = -1;
+  ir::Point least_bound;       // hints' max, while their guess or what confirms it holds
   std::set<ir::Point> bounds;  // those its formula was compiled for
 };
 
@@ -114,13 +114,17 @@ void CopyCorner(const char* src, const std::vector<int64_t>& from, char* dst,
 
 const size_t kMaxMembers = rt::EnvCount("TORCHTPU_BOUNDED_MEMBERS", 4096);
 
-// TORCHTPU_FUSED_DEBUG=1: why a program of a family seen at another size runs exact, which
-// compiles it once per size. (A family's first size says nothing yet: not reported.)
-void SaysExact(const ir::Graph& g, const std::string& why) {
+// TORCHTPU_FUSED_DEBUG=1: what a program built on a key miss does, `what`.
+void Says(const ir::Graph& g, const std::string& what) {
   static const bool on = std::getenv("TORCHTPU_FUSED_DEBUG") != nullptr;
-  if (!on) return;
-  std::fprintf(stderr, "torchtpu: a program of %zu StableHLO ops runs exact at a new size: %s\n",
-               g.nodes.size(), why.c_str());
+  if (on)
+    std::fprintf(stderr, "torchtpu: a program of %zu StableHLO ops %s\n", g.nodes.size(),
+                 what.c_str());
+}
+
+// Why a program of a family seen at another size runs exact, which compiles it once per size.
+void SaysExact(const ir::Graph& g, const std::string& why) {
+  Says(g, "runs exact at a new size: " + why);
 }
 
 // For SaysExact: the first size the formula does not give (a size that is no sum of multiples
@@ -180,7 +184,7 @@ void DropSizeHint(int64_t id) {
   // hint) would otherwise run padded programs for good.
   std::unordered_set<ir::Hash128, ir::Hash128Hasher> orphans;
   for (auto& [shape, fam] : all.map) {
-    if (fam.guessed != id) continue;
+    if (fam.guessed < 0 || (fam.guessed != id && fam.guessed_t != id)) continue;
     fam.guessed = kOrphan;
     orphans.insert(shape);
   }
@@ -243,7 +247,7 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
   ir::SizeFormula formula;
   ir::Hash128 formula_hash;
   std::optional<ir::Point> s;
-  int64_t least_bound = 0;
+  ir::Point least_bound;
   {
     std::lock_guard<std::mutex> lock(all.mu);
     Family& fam = all.map[shape];
@@ -268,18 +272,33 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
     };
     if (fam.first.empty()) {
       fam.first = sizes;
+      // Two marks of different sizes first (an encoder's and a decoder's lengths), then one.
       for (const auto& [id, hint] : all.hints) {
-        if (fit(ir::GuessSizes(g, hint.size))) {
-          fam.guessed = id;
-          fam.least_bound = hint.max;
-          break;
+        for (const auto& [id2, hint2] : all.hints) {
+          if (fam.formula || id2 <= id || hint2.size == hint.size) continue;
+          if (fit(ir::GuessSizes(g, hint.size, hint2.size))) {
+            fam.guessed = id;
+            fam.guessed_t = id2;
+            fam.least_bound = {hint.max, hint2.max};
+          }
         }
       }
-      if (!fam.formula) return exact();
+      for (const auto& [id, hint] : all.hints) {
+        if (!fam.formula && fit(ir::GuessSizes(g, hint.size))) {
+          fam.guessed = id;
+          fam.least_bound = {hint.max, 0};
+        }
+      }
+      if (!fam.formula) {
+        Says(g, "runs exact: the first of its family (one size says nothing of its sizes)");
+        return exact();
+      }
     } else if (!fam.formula || (fam.guessed != -1 && !ir::SymbolOf(*fam.formula, sizes))) {
       if (sizes == fam.first || sizes == fam.second) return exact();
+      if (fam.guessed != -1)
+        Says(g, "sizes: a mark's guess does not fit" + Misfit(g, *fam.formula, sizes));
       fam.guessed = -1;
-      fam.least_bound = 0;
+      fam.least_bound = {};
       std::optional<ir::SizeFormula> one = ir::FitSizes(fam.first, sizes, ir::DimCount(g));
       if (!one && fam.second.empty()) {
         // Two sizes that vary apart, maybe: a third member tells.
@@ -331,7 +350,8 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
     least_bound = fam.least_bound;
   }
   ir::Point bound = ir::BoundFor(g, formula, *s);
-  bound.s = std::max(bound.s, least_bound);
+  bound = {std::max(bound.s, least_bound.s),
+           formula.TwoSymbols() ? std::max(bound.t, least_bound.t) : 0};
   {
     // A program already compiled for twice the bound serves it: compiling one more program
     // costs far more than padding to twice the size (lengths 17, 45, 128, 18, ... compile for
@@ -358,7 +378,11 @@ std::optional<std::vector<rt::BufferPtr>> RunBounded(
           break;
         }
       }
-      fam.bounds.insert(bound);
+      if (fam.bounds.insert(bound).second) {
+        Says(g, "runs bounded at a new bound: s = " + std::to_string(s->s) +
+                    ", t = " + std::to_string(s->t) + " in (" + std::to_string(bound.s) + ", " +
+                    std::to_string(bound.t) + ")");
+      }
     }
   }
   try {

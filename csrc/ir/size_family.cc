@@ -283,11 +283,17 @@ std::optional<SizeFormula> FitSizes(const std::vector<int64_t>& x, const std::ve
   return f;
 }
 
-std::optional<SizeFormula> GuessSizes(const Graph& g, int64_t size) {
-  // Per value, the formula of each dim. A dim equal to `size` is s. In an op's result with no
-  // such dim, one dim that is not a constant dim of its operands may be k*s or s+1 (a reshape
-  // that merges s rows, a cat that adds one, zeros made for s rows). A param's dims are s only;
-  // a whole constant that is a multiple of `size` is k*s (a stride, a divisor).
+std::optional<SizeFormula> GuessSizes(const Graph& g, int64_t size, int64_t size2) {
+  // Per value, the formula of each dim. A dim equal to `size` is s (to `size2`, t). In an op's
+  // result with no such dim, one dim that is not a constant dim of its operands may be k*s or
+  // s+1 or s-1 (a reshape that merges s rows, a cat that adds one, zeros made for s rows, a
+  // shift by one), or the same of t. A param's dims are s or t only; a whole constant that is a
+  // multiple of `size` is k*s (a stride, a divisor; -s an index check's bound), else one of
+  // `size2` k*t.
+  const std::vector<int64_t> varying = size2 > 0 ? std::vector{size, size2} : std::vector{size};
+  auto times = [](size_t k, int64_t coef, int64_t b) {
+    return k == 0 ? Affine{coef, b} : Affine{0, b, coef};
+  };
   std::vector<std::vector<Affine>> dims(g.types.size());
   auto label = [&](Value v, const std::vector<Value>* from) {
     const std::vector<int64_t>& d = g.types[static_cast<size_t>(v)].dims;
@@ -295,19 +301,24 @@ std::optional<SizeFormula> GuessSizes(const Graph& g, int64_t size) {
     if (from != nullptr) {
       for (Value o : *from) {
         for (const Affine& x : dims[static_cast<size_t>(o)]) {
-          if (x.a == 0) fixed.insert(x.b);
+          if (!x.Sized()) fixed.insert(x.b);
         }
       }
     }
-    bool derive = from != nullptr && std::find(d.begin(), d.end(), size) == d.end();
+    bool derive = from != nullptr;
+    for (int64_t n : varying) derive &= std::find(d.begin(), d.end(), n) == d.end();
     for (int64_t x : d) {
       Affine f{0, x};
-      if (x == size) {
-        f = {1, 0};
-      } else if (derive && fixed.count(x) == 0) {
-        if (x == size + 1) f = {1, 1};
-        if (x > size && x % size == 0) f = {x / size, 0};
-        derive = f.a == 0;  // one per value
+      for (size_t k = 0; k < varying.size() && !f.Sized(); ++k) {
+        if (x == varying[k]) f = times(k, 1, 0);
+      }
+      for (size_t k = 0; k < varying.size() && !f.Sized() && derive && fixed.count(x) == 0; ++k) {
+        const int64_t n = varying[k];
+        if (x == n + 1 || x == n - 1) f = times(k, 1, x - n);
+        if (x > n && x % n == 0) f = times(k, x / n, 0);
+      }
+      if (f.Sized() && std::find(varying.begin(), varying.end(), x) == varying.end()) {
+        derive = false;  // one per value
       }
       dims[static_cast<size_t>(v)].push_back(f);
     }
@@ -326,13 +337,22 @@ std::optional<SizeFormula> GuessSizes(const Graph& g, int64_t size) {
   f.dims = f.sizes.size();
   for (const Node& n : g.nodes) {
     if (std::optional<int64_t> c = WholeConstant(g, n)) {
-      f.sizes.push_back(*c > 0 && *c % size == 0 ? Affine{*c / size, 0} : Affine{0, *c});
+      Affine a{0, *c};
+      for (size_t k = 0; k < varying.size() && !a.Sized(); ++k) {
+        if (*c != 0 && *c % varying[k] == 0) a = times(k, *c / varying[k], 0);
+      }
+      f.sizes.push_back(a);
     }
   }
   const auto dims_end = f.sizes.begin() + static_cast<ptrdiff_t>(f.dims);
   const auto first = std::find(f.sizes.begin(), dims_end, Affine{1, 0});
   if (first == dims_end) return std::nullopt;
   f.symbol = static_cast<size_t>(first - f.sizes.begin());
+  if (size2 > 0) {
+    const auto second = std::find(f.sizes.begin(), dims_end, Affine{0, 0, 1});
+    if (second == dims_end) return std::nullopt;
+    f.symbol2 = static_cast<size_t>(second - f.sizes.begin());
+  }
   return f;
 }
 

@@ -64,11 +64,13 @@ std::optional<SizeFormula> FitSizes(const std::vector<int64_t>& x, const std::ve
                                     const std::vector<int64_t>& z, size_t dims,
                                     size_t* misfit = nullptr);
 // The formula of a family seen once, given that `size` is a size that varies (a dim marked
-// dynamic): each size equal to it is s; a dim that an op makes may be k*s or s+1 (merged rows,
-// one more row) and a constant k*s (a stride); other sizes are constants. One size cannot
-// tell a constant that happens to equal one of these from a size, so this is a guess that the
-// family's next size checks (SymbolOf). Nothing when no dim is `size`.
-std::optional<SizeFormula> GuessSizes(const Graph& g, int64_t size);
+// dynamic): each size equal to it is s; a dim that an op makes may be k*s or s+1 or s-1 (merged
+// rows, one more row, a shift) and a constant k*s (a stride, -s); other sizes are constants. One
+// size cannot tell a constant that happens to equal one of these from a size, so this is a guess
+// that the family's next size checks (SymbolOf). Nothing when no dim is `size`. With `size2`
+// (another dim marked dynamic, of another size), the same in two symbols: sizes from `size2` are t
+// (an encoder's and a decoder's lengths); nothing unless a dim is each.
+std::optional<SizeFormula> GuessSizes(const Graph& g, int64_t size, int64_t size2 = 0);
 // s (and t) for a program whose sizes are exactly the formula's there, else nothing.
 std::optional<Point> SymbolOf(const SizeFormula& f, const std::vector<int64_t>& sizes);
 

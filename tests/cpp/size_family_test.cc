@@ -93,6 +93,24 @@ TEST(GuessSizes, OneMemberAndTheSizeThatVaries) {
   EXPECT_FALSE(GuessSizes(a, 3).has_value());  // no dim of that size
 }
 
+// x: [2, s, 4], y: [t, 3] -> (x flattened to [2, 4 s], y flattened to [3 t]).
+Graph TwoGuessable(int64_t s, int64_t t) {
+  Graph g;
+  Value x = g.Param({DType::kF32, {2, s, 4}});
+  Value y = g.Param({DType::kF32, {t, 3}});
+  g.results = {Reshape(g, x, {2, 4 * s}), Reshape(g, y, {3 * t})};
+  return g;
+}
+
+TEST(GuessSizes, TwoMarkedSizes) {
+  Graph a = TwoGuessable(5, 7), b = TwoGuessable(9, 4);
+  std::optional<SizeFormula> guess = GuessSizes(a, 5, 7);
+  ASSERT_TRUE(guess.has_value());
+  EXPECT_TRUE(guess->TwoSymbols());
+  EXPECT_TRUE(SymbolOf(*guess, Sizes(b)) == Point(9, 4));
+  EXPECT_FALSE(GuessSizes(a, 5, 6).has_value());  // no dim of the second size
+}
+
 // A [2, bound, 4] x whose entries past its first s rows hold NaN (any of it that reached a
 // real entry would show), and the results of `exe` run on it and s.
 std::vector<float> PaddedX(int64_t bound, int64_t s) {

@@ -144,7 +144,9 @@ TEST(ViewOffsets, BroadcastViewIsReadWithoutAGather) {
     Strided v = shape;
     v.offset = offset;
     Built read = Build(n, v, false);
-    if (offset != 6) EXPECT_EQ(read.hash, first.hash) << offset;  // 6 wraps around a row
+    if (offset != 6) {  // 6 wraps around a row
+      EXPECT_EQ(read.hash, first.hash) << offset;
+    }
     std::vector<float> expected;
     for (int64_t at : HostIndices(v)) expected.push_back(storage[at]);
     EXPECT_EQ(RunView(read.g, storage, offset, nullptr), expected) << offset;
