@@ -190,6 +190,13 @@ void Random(const Args& a) {
               " >= to=", to);
 }
 
+// embedding: its composite CPU kernel's checks (the Meta kernel asserts in Python instead).
+void Embedding(const Args& a) {
+  TORCH_CHECK(a.Tensor("weight").dim() == 2, "'weight' must be 2-D");
+  at::checkScalarTypes("embedding", at::TensorArg(a.Tensor("indices"), "indices", 1),
+                       {at::kLong, at::kInt});
+}
+
 void UnfoldBackward(const Args& a) {
   TORCH_CHECK_VALUE(a.Int("step") > 0, "step is ", a.Int("step"), " but must be > 0");
 }
@@ -230,6 +237,7 @@ ArgumentCheck FindArgumentCheck(const std::string& name) {
       {"aten::index_fill", &Run<IndexFill>},
       {"aten::index_fill_", &Run<IndexFill>},
       {"aten::unfold_backward", &Run<UnfoldBackward>},
+      {"aten::embedding", &Run<Embedding>},
   };
   auto it = checks->find(name);
   return it == checks->end() ? nullptr : it->second;
