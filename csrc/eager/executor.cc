@@ -76,9 +76,12 @@ std::mutex g_disk_mu;
 rt::DiskCache* g_disk = nullptr;  // lives until exit, like the client
 std::string g_version;
 
-// The disk key: the program, how it is compiled, and exactly which plugin and torchtpu compile
-// it (a serialized executable only loads into the library version that produced it).
-std::string DiskKey(const ir::Hash128& h, const std::vector<int>& device_ids) {
+// The disk key: the program's text, how it is compiled, and exactly which plugin and torchtpu
+// compile it (a serialized executable only loads into the library version that produced it).
+// The text, not the graph's structural hash: an entry outlives the build that wrote it, and a
+// stale entry under a structural hash once served another program (a 0-d zero_ read back its
+// old value).
+std::string DiskKey(const std::string& mlir, const std::vector<int>& device_ids) {
   static const uint64_t plugin = [] {
     rt::Client& cl = Client();
     std::string id = cl.plugin_path() + "|" + cl.platform_name() + "|" +
@@ -87,8 +90,10 @@ std::string DiskKey(const ir::Hash128& h, const std::vector<int>& device_ids) {
     return rt::BytesHash(id.data(), id.size());
   }();
   std::string opts = rt::CompileOptionsBytes(device_ids) + "|" + g_version;
-  uint64_t a = rt::BytesHash(opts.data(), opts.size(), plugin ^ h.lo);
-  uint64_t b = rt::BytesHash(opts.data(), opts.size(), plugin ^ h.hi ^ 0x5bd1e995);
+  const uint64_t lo = rt::BytesHash(mlir.data(), mlir.size(), 0x243f6a8885a308d3ULL);
+  const uint64_t hi = rt::BytesHash(mlir.data(), mlir.size(), 0x13198a2e03707344ULL);
+  uint64_t a = rt::BytesHash(opts.data(), opts.size(), plugin ^ lo);
+  uint64_t b = rt::BytesHash(opts.data(), opts.size(), plugin ^ hi ^ 0x5bd1e995);
   char buf[40];
   std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(a),
                 static_cast<unsigned long long>(b));
@@ -101,11 +106,11 @@ std::vector<rt::ShapedType> OutputTypes(const ir::Graph& g) {
   return outs;
 }
 
-rt::ExecutablePtr CompileTimed(const ir::Graph& g, const std::vector<int>& device_ids) {
+rt::ExecutablePtr CompileTimed(const ir::Graph& g, const std::string& mlir,
+                               const std::vector<int>& device_ids) {
   Metrics& m = GetMetrics();
   int64_t start = NowNs();
-  rt::ExecutablePtr exe =
-      Client().CompileReplicated(ir::PrintModule(g), OutputTypes(g), device_ids);
+  rt::ExecutablePtr exe = Client().CompileReplicated(mlir, OutputTypes(g), device_ids);
   m.compile_ns += NowNs() - start;
   m.compiles++;
   if (Profiling()) NoteCompile(start, false);
@@ -113,15 +118,15 @@ rt::ExecutablePtr CompileTimed(const ir::Graph& g, const std::vector<int>& devic
 }
 
 // A miss in memory: load from disk, or compile (once across processes) and store.
-rt::ExecutablePtr LoadOrCompile(const ir::Graph& g, const ir::Hash128& h,
-                                const std::vector<int>& device_ids) {
+rt::ExecutablePtr LoadOrCompile(const ir::Graph& g, const std::vector<int>& device_ids) {
   rt::DiskCache* disk;
   {
     std::lock_guard<std::mutex> lock(g_disk_mu);
     disk = g_disk;
   }
-  if (disk == nullptr) return CompileTimed(g, device_ids);
-  std::string key = DiskKey(h, device_ids);
+  const std::string mlir = ir::PrintModule(g);
+  if (disk == nullptr) return CompileTimed(g, mlir, device_ids);
+  std::string key = DiskKey(mlir, device_ids);
   auto lock = disk->LockKey(key);
   int64_t start = NowNs();
   if (std::optional<std::string> bytes = disk->Load(key)) {
@@ -134,7 +139,7 @@ rt::ExecutablePtr LoadOrCompile(const ir::Graph& g, const ir::Hash128& h,
       disk->Remove(key);  // from another plugin build after all: recompile and replace
     }
   }
-  rt::ExecutablePtr exe = CompileTimed(g, device_ids);
+  rt::ExecutablePtr exe = CompileTimed(g, mlir, device_ids);
   try {
     disk->Store(key, Client().Serialize(*exe));
   } catch (const rt::Error&) {
@@ -277,10 +282,9 @@ rt::ExecutablePtr Executable(const ir::Hash128& key, const std::function<ir::Gra
       return it->second->second;
     }
   }
-  // The disk cache is keyed by the program's own structural hash: `key` may be a fused trace's
-  // key, whose meaning is private to this build of torchtpu.
+  // The disk cache is keyed by the program's text: `key` may be a fused trace's key, whose
+  // meaning is private to this build of torchtpu.
   ir::Graph g = build();
-  const ir::Hash128 h = ir::StructuralHash(g);
   // Out of JIT resources: unload the older half of the loaded programs (they come back from
   // the persistent cache when needed) and try once more; a second failure is the op's error.
   auto retry = [&] {
@@ -291,11 +295,11 @@ rt::ExecutablePtr Executable(const ir::Hash128& key, const std::function<ir::Gra
     }
     if (Unload(loaded / 2) == 0) throw;  // nothing to free: the failure stands
     GetMetrics().retried_loads++;
-    return LoadOrCompile(g, h, device_ids);
+    return LoadOrCompile(g, device_ids);
   };
   rt::ExecutablePtr exe;
   try {
-    exe = LoadOrCompile(g, h, device_ids);
+    exe = LoadOrCompile(g, device_ids);
   } catch (const rt::Error& e) {
     if (!OutOfJitResources(e)) throw;
     exe = retry();

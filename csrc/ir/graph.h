@@ -71,8 +71,12 @@ struct Hash128Hasher {
 struct Mixer128 {
   uint64_t a = 0xcbf29ce484222325ULL, b = 0x84222325cbf29ce4ULL;
   void Mix(uint64_t x) {
+    // A multiply carries bits only upward: the shifts feed the high bits back into the low
+    // ones, and the lanes multiply by different odd constants, so no difference cancels.
     a = (a ^ x) * 0x100000001b3ULL;
-    b = (b ^ (x + 0x9e3779b97f4a7c15ULL)) * 0x00000100000001b3ULL + 0x2545f4914f6cdd1dULL;
+    a ^= a >> 29;
+    b = (b ^ (x + 0x9e3779b97f4a7c15ULL)) * 0xff51afd7ed558ccdULL + 0x2545f4914f6cdd1dULL;
+    b ^= b >> 32;
   }
   Hash128 Get() const { return {a, b}; }
 };
