@@ -99,8 +99,14 @@ struct Hasher : Mixer128 {
     for (int64_t d : t.dims) Mix(static_cast<uint64_t>(d));
   }
   void Mix(const Graph& g) {
+    // Value numbers too, not only types: a param made after a node (a constant) is another
+    // program than a node's result with that number (cummin of a 0-d tensor returned its
+    // param where zero_ returned its constant, and the two shared an executable).
     Mix(g.params.size());
-    for (Value p : g.params) Mix(g.type(p));
+    for (Value p : g.params) {
+      Mix(static_cast<uint64_t>(p));
+      Mix(g.type(p));
+    }
     Mix(g.nodes.size());
     for (const Node& n : g.nodes) {
       Mix(n.op);
@@ -109,7 +115,10 @@ struct Hasher : Mixer128 {
       Mix(n.operands.size());
       for (Value v : n.operands) Mix(static_cast<uint64_t>(v));
       Mix(n.results.size());
-      for (Value v : n.results) Mix(g.type(v));
+      for (Value v : n.results) {
+        Mix(static_cast<uint64_t>(v));
+        Mix(g.type(v));
+      }
       Mix(n.regions.size());
       bool outer = shapeless;
       shapeless = false;  // a region's sizes are hashed whole

@@ -78,6 +78,20 @@ TEST(Ir, HashIsStructural) {
   EXPECT_FALSE(StructuralHash(AddMulGraph(4)) == StructuralHash(AddMulGraph(5)));
 }
 
+// cummin of a 0-d tensor made its unused zero before its parameter and returned the parameter;
+// zero_ returned its zero. The same ops and types, told apart only by value numbers.
+TEST(Ir, HashTellsAParamFromAConstantOfTheSameNumber) {
+  Graph returns_param;
+  Constant(returns_param, 0, DType::kF32);
+  returns_param.results = {returns_param.Param({DType::kF32, {}})};
+  Graph returns_constant;
+  returns_constant.Param({DType::kF32, {}});
+  returns_constant.results = {Constant(returns_constant, 0, DType::kF32)};
+  ASSERT_EQ(returns_param.results, returns_constant.results);  // value 1 in both
+  EXPECT_FALSE(StructuralHash(returns_param) == StructuralHash(returns_constant));
+  EXPECT_FALSE(ShapelessHash(returns_param) == ShapelessHash(returns_constant));
+}
+
 TEST(Ir, RunsElementwise) {
   EXPECT_EQ(RunGraph(AddMulGraph(3), {{1, 2, 3}, {1, 1, 1}}), (std::vector<float>{4, 6, 8}));
 }
